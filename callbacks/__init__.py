@@ -1,0 +1,6 @@
+"""Callbacks observe training and export results; removing one never changes what is learned."""
+
+from callbacks.metrics import GRPOMetrics
+from callbacks.rollouts import RolloutSampler
+
+__all__ = ["GRPOMetrics", "RolloutSampler"]

@@ -1,0 +1,65 @@
+"""Logs what the GRPO strategy measured: rewards per task and part, GRPO statistics, timings, accuracy."""
+
+from __future__ import annotations
+
+from lightning.pytorch import Callback
+from lightning.pytorch.utilities import rank_zero_info
+
+from zoo.grpo.metrics import Means
+
+
+class GRPOMetrics(Callback):
+    """Logs per-step training metrics (``train/reward`` on the progress bar) and held-out accuracy
+    (``val/<task>/accuracy``, ``val/accuracy``) after each validation, and prints the accuracy history.
+
+    Args:
+        summary: Print each validation's accuracy and, at the end of fit, the first and last ones.
+    """
+
+    def __init__(self, summary: bool = True):
+        self.summary = summary
+        self.history: list[tuple[int, dict[str, float]]] = []
+        self._eval = Means()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        for name, value in (outputs or {}).get("metrics", {}).items():
+            pl_module.log(name, value, prog_bar=name == "train/reward", on_step=True, on_epoch=False,
+                          batch_size=len(batch))
+
+    def _on_eval_batch_end(self, outputs, batch):
+        if not outputs or "rewards" not in outputs:
+            return
+        for example, reward in zip(batch, outputs["rewards"]):
+            self._eval.add("accuracy", reward.parts.get("accuracy", 0.0))
+            self._eval.add(f"{example.task}/accuracy", reward.parts.get("accuracy", 0.0))
+            self._eval.add("reward", reward.total)
+
+    def _on_eval_epoch_end(self, trainer, pl_module, prefix: str):
+        results, self._eval = self._eval.result(), Means()
+        if trainer.sanity_checking or not results:
+            return
+        for name, value in results.items():
+            pl_module.log(f"{prefix}/{name}", value, prog_bar=name == "accuracy", sync_dist=False)
+        accuracy = {k.removesuffix("/accuracy"): v for k, v in results.items() if k.endswith("accuracy")}
+        self.history.append((trainer.global_step, accuracy))
+        if self.summary:
+            shown = ", ".join(f"{k}={v:.3f}" for k, v in accuracy.items())
+            rank_zero_info(f"[zoo] step {trainer.global_step} {prefix} accuracy: {shown}")
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._on_eval_batch_end(outputs, batch)
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._on_eval_batch_end(outputs, batch)
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        self._on_eval_epoch_end(trainer, pl_module, "val")
+
+    def on_test_epoch_end(self, trainer, pl_module):
+        self._on_eval_epoch_end(trainer, pl_module, "test")
+
+    def on_fit_end(self, trainer, pl_module):
+        if self.summary and len(self.history) >= 2:
+            (first_step, first), (last_step, last) = self.history[0], self.history[-1]
+            rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at step {first_step} -> "
+                           f"{last['accuracy']:.3f} at step {last_step}")

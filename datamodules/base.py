@@ -1,0 +1,351 @@
+"""`PretextDataModule`: a raw-media source composed with pretext tasks into reproducible batches of examples.
+
+Example ``i`` of epoch ``e`` is a pure function of ``(seed, e, i)`` whatever the number of ranks and workers;
+an item that cannot be used is skipped, counted, logged once and replaced, so batches keep their size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+from lightning import LightningDataModule
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from datamodules.sources.base import Source
+from tasks import Example, Reward, SkipItem, Task
+
+log = logging.getLogger(__name__)
+
+#: An example gives up after this many unusable items in a row: the source (or task) is broken, not unlucky.
+MAX_CONSECUTIVE_SKIPS = 100
+
+Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
+
+
+def _keep(batch: list[Example]) -> list[Example]:
+    """Collate that keeps a batch as built (module level, so worker processes can pickle it)."""
+    return batch
+
+
+class _Batch(list):
+    """Examples plus the ``(index, reason)`` of the items skipped to make them, for the main process."""
+
+    def __init__(self, examples: list[Example], skips: list[tuple[int, str]]):
+        super().__init__(examples)
+        self.skips = skips
+
+
+class _ExampleStream(IterableDataset):
+    """Yields this rank's batches of examples; subclasses say which example indices make batch ``b``
+    (`batch_indices`) and which source item the ``p``-th position of the epoch's item order is (`item_index`).
+
+    ``epoch``, ``rank`` and ``world`` are set by `_EpochLoader` before each pass; ``passes`` counts them.
+    ``skipped`` counts skip events; the loader updates it in the main process, so it is exact with workers.
+    """
+
+    stream: str = ""
+
+    def __init__(self, source: Source, tasks: list[Task], cum_weights: list[float], items: range,
+                 batch_size: int, seed: int):
+        self.source, self.tasks, self.cum_weights = source, tasks, cum_weights
+        self.items, self.batch_size, self.seed = items, batch_size, seed
+        self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
+        self.skipped = 0
+        self._logged: set[int] = set()
+
+    def num_batches(self) -> int:
+        raise NotImplementedError
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        raise NotImplementedError
+
+    def item_index(self, position: int) -> int:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.num_batches()
+
+    def __iter__(self) -> Iterator[_Batch]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
+        for b in range(worker, len(self), workers):
+            skips: list[tuple[int, str]] = []
+            examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
+            yield _Batch(examples, skips)
+
+    def example(self, i: int, skips: list[tuple[int, str]]) -> Example:
+        """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
+        next position of the item order (same task, same random stream)."""
+        # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
+        rng = random.Random(f"{self.seed}:{self.stream}:{self.epoch}:{i}")
+        task = rng.choices(self.tasks, cum_weights=self.cum_weights)[0]
+        for attempt in range(MAX_CONSECUTIVE_SKIPS):
+            index = self.item_index(i + attempt)
+            try:
+                return task.make_example(self.source[index], rng)
+            except SkipItem as err:
+                skips.append((index, str(err)))
+        last = ", ".join(f"{self.source.describe(j)} ({why})" for j, why in skips[-3:])
+        raise RuntimeError(
+            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(self.source).__name__} could not be used by "
+            f"task {task.name!r}; the source looks broken. Last failures: {last}"
+        )
+
+    def note_skips(self, skips: list[tuple[int, str]]) -> None:
+        """Count skip events and log each item the first time it is skipped."""
+        self.skipped += len(skips)
+        for index, reason in skips:
+            if index not in self._logged:
+                self._logged.add(index)
+                log.warning("skipping %s: %s", self.source.describe(index), reason)
+
+
+class _TrainStream(_ExampleStream):
+    """Training examples: ``epoch_size`` per epoch, items in a fresh permutation each epoch (repeated in new
+    permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
+
+    stream = "train"
+
+    def __init__(self, *args, epoch_size: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch_size = epoch_size
+        self._orders: dict[tuple[int, int], np.ndarray] = {}
+
+    def num_batches(self) -> int:
+        per_global = self.batch_size * self.world
+        if self.epoch_size < per_global:
+            raise ValueError(
+                f"an epoch of {self.epoch_size} examples holds no full global batch of {self.batch_size} x "
+                f"{self.world} ranks; raise epoch_size or lower batch_size"
+            )
+        return self.epoch_size // per_global  # drop_last: every rank gets as many full batches
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        start = (b * self.world + self.rank) * self.batch_size
+        return range(start, start + self.batch_size)
+
+    def item_index(self, position: int) -> int:
+        lap, offset = divmod(position, len(self.items))
+        order = self._orders.get((self.epoch, lap))
+        if order is None:
+            if len(self._orders) > 4:
+                self._orders.clear()
+            seed = random.Random(f"{self.seed}:order:{self.epoch}:{lap}").getrandbits(64)
+            order = self._orders[self.epoch, lap] = np.random.default_rng(seed).permutation(len(self.items))
+        return self.items[int(order[offset])]
+
+
+class _HeldOutStream(_ExampleStream):
+    """Validation examples: one per held-out item, fixed (always epoch 0), split into contiguous per-rank
+    shards whose sizes differ by at most one; the last batch of a shard may be short."""
+
+    stream = "val"
+
+    def _shard(self) -> range:
+        n = len(self.items)
+        return range(self.rank * n // self.world, (self.rank + 1) * n // self.world)
+
+    def num_batches(self) -> int:
+        return math.ceil(len(self._shard()) / self.batch_size)
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
+
+    def item_index(self, position: int) -> int:
+        return self.items[position % len(self.items)]
+
+
+class _EpochLoader(DataLoader):
+    """A DataLoader that tells its dataset the epoch, rank and world size before each pass (so before its
+    non-persistent workers start), and counts and logs skipped items in the main process."""
+
+    def __init__(self, dataset: _ExampleStream, placement: Placement | None = None, **kwargs):
+        kwargs.setdefault("batch_size", None)
+        kwargs.setdefault("collate_fn", _keep)
+        kwargs["persistent_workers"] = False  # persistent workers would keep the epoch they started with
+        super().__init__(dataset, **kwargs)
+        self.placement = placement or (lambda: (None, 0, 1))
+
+    def _place(self) -> int | None:
+        epoch, self.dataset.rank, self.dataset.world = self.placement()
+        return epoch
+
+    def __len__(self) -> int:
+        self._place()
+        return super().__len__()
+
+    def __iter__(self) -> Iterator[list[Example]]:
+        epoch = self._place()
+        # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
+        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
+        self.dataset.passes += 1
+        return self._unwrap(super().__iter__())
+
+    def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
+        for batch in batches:
+            self.dataset.note_skips(batch.skips)
+            yield list(batch)
+
+
+class PretextDataModule(LightningDataModule):
+    """Batches of pretext examples: items of ``source`` made into prompts with checkable answers by ``tasks``.
+
+    A batch is a ``list[Example]`` of exactly ``batch_size`` examples per rank (PIL images do not stack; the
+    policy encodes). Example ``i`` of epoch ``e`` depends only on ``(seed, e, i)``: its task is drawn by
+    ``weights``, its item is position ``i`` of a per-epoch permutation of the training items. Global batch
+    ``b`` holds examples ``[b * G, (b + 1) * G)`` with ``G = batch_size * world_size``, rank ``r`` the
+    ``r``-th slice, so results do not depend on the number of ranks or workers. An item the source or task
+    cannot use (`tasks.SkipItem`) is skipped, counted, logged once and replaced by the next item of the
+    permutation.
+
+    Validation holds out ``val_size`` items, each giving one fixed example (a random stream of its own). They
+    are split across ranks in contiguous shards without padding; with ``val_size`` divisible by
+    ``world_size * batch_size`` every rank runs the same number of full batches. The test set is the same.
+
+    Args:
+        source: Raw media items.
+        tasks: One task or several; each example is made by one of them.
+        weights: Relative frequency of each task (positive, one per task); ``None`` means equal.
+        batch_size: Examples per batch on each rank.
+        val_source: Items to validate on. ``None`` holds out the last ``val_size`` items of ``source``.
+        val_size: Number of validation items (at most the length of ``val_source``); 0 disables validation.
+        num_workers: DataLoader worker processes; the batches are the same for any number.
+        seed: Selects the permutations, task draws and task randomness.
+        epoch_size: Training examples per epoch (all ranks together); ``None`` means one per training item.
+            May exceed the number of items, or cut a large synthetic source into short epochs.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        tasks: Task | list[Task],
+        weights: list[float] | None = None,
+        batch_size: int = 8,
+        val_source: Source | None = None,
+        val_size: int = 64,
+        num_workers: int = 0,
+        seed: int = 0,
+        epoch_size: int | None = None,
+    ):
+        super().__init__()
+        task_list = [tasks] if isinstance(tasks, Task) else list(tasks)
+        self._tasks = _by_name(task_list)
+        _check_modalities(source, val_source, task_list)
+        self._cum_weights = _cumulative(weights, len(task_list))
+        minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "num_workers": (num_workers, 0),
+                  "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
+        for name, (value, least) in minima.items():
+            if value < least:
+                raise ValueError(f"{name} must be >= {least}, got {value}")
+        self.source, self.val_source = source, val_source
+        self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
+        self.train_items, self.val_items = _split(source, val_source, val_size)
+        self.epoch_size = len(self.train_items) if epoch_size is None else epoch_size
+        self._streams: dict[str, _ExampleStream] = {}
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """The tasks by name."""
+        return dict(self._tasks)
+
+    @property
+    def skipped(self) -> int:
+        """Skip events so far, training and validation together (counted as batches reach this process)."""
+        return sum(stream.skipped for stream in self._streams.values())
+
+    def verify(self, example: Example, completion: str) -> Reward:
+        """Reward ``completion`` with the verifier of the task that made ``example``."""
+        task = self._tasks.get(example.task)
+        if task is None:
+            known = sorted(self._tasks)
+            raise KeyError(f"example made by unknown task {example.task!r}; this data module has {known}")
+        return task.verify(example, completion)
+
+    def train_dataloader(self) -> DataLoader:
+        return _EpochLoader(self._stream("train"), self._placement, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if not self.val_items:
+            return []  # Lightning skips validation for an empty list
+        placement = lambda: (0, *self._placement()[1:])  # validation examples never change
+        return _EpochLoader(self._stream("val"), placement, num_workers=self.num_workers)
+
+    def test_dataloader(self) -> DataLoader | list:
+        return self.val_dataloader()
+
+    def _stream(self, split: str) -> _ExampleStream:
+        """The dataset of a split, built once so that its skip counts accumulate over epochs."""
+        if split not in self._streams:
+            common = dict(tasks=list(self._tasks.values()), cum_weights=self._cum_weights,
+                          batch_size=self.batch_size, seed=self.seed)
+            if split == "train":
+                stream = _TrainStream(self.source, items=self.train_items, epoch_size=self.epoch_size,
+                                      **common)
+            else:
+                held_out = self.source if self.val_source is None else self.val_source
+                stream = _HeldOutStream(held_out, items=self.val_items, **common)
+            self._streams[split] = stream
+        return self._streams[split]
+
+    def _placement(self) -> tuple[int | None, int, int]:
+        """``(epoch, rank, world size)`` from the trainer, else torch.distributed, else one process; the epoch
+        is None without a trainer (each pass over the dataset is then a new epoch)."""
+        if self.trainer is not None:
+            return self.trainer.current_epoch, self.trainer.global_rank, self.trainer.world_size
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return None, torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return None, 0, 1
+
+
+def _by_name(tasks: list[Task]) -> dict[str, Task]:
+    if not tasks:
+        raise ValueError("tasks is empty: give at least one Task")
+    by_name: dict[str, Task] = {}
+    for task in tasks:
+        if task.name in by_name:
+            raise ValueError(f"two tasks are named {task.name!r}; verify() finds tasks by name")
+        by_name[task.name] = task
+    return by_name
+
+
+def _check_modalities(source: Source, val_source: Source | None, tasks: list[Task]) -> None:
+    for src in (source, val_source):
+        for task in tasks:
+            if src is not None and task.modality != src.modality:
+                raise ValueError(
+                    f"task {task.name!r} takes {task.modality} items but {type(src).__name__} gives "
+                    f"{src.modality} items"
+                )
+
+
+def _cumulative(weights: list[float] | None, n: int) -> list[float]:
+    """Normalised cumulative weights for `random.Random.choices`."""
+    weights = [1.0] * n if weights is None else list(weights)
+    if len(weights) != n:
+        raise ValueError(f"weights has {len(weights)} entries for {n} tasks; give one per task")
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ValueError(f"weights must be positive and finite, got {weights}")
+    total = sum(weights)
+    return list(itertools.accumulate(w / total for w in weights))
+
+
+def _split(source: Source, val_source: Source | None, val_size: int) -> tuple[range, range]:
+    """Indices of the training items (in ``source``) and the validation items (in ``val_source`` if given)."""
+    n = len(source)
+    if n == 0:
+        raise ValueError(f"{type(source).__name__} is empty")
+    if val_source is not None:
+        return range(n), range(min(val_size, len(val_source)))
+    if val_size >= n:
+        raise ValueError(
+            f"val_size={val_size} would hold out all {n} items of {type(source).__name__}, leaving none to "
+            "train on; lower val_size or give a val_source"
+        )
+    return range(n - val_size), range(n - val_size, n)

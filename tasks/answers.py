@@ -1,0 +1,133 @@
+"""Answer formats, strict extraction and the one permutation convention shared by every task.
+
+Formats: ``tags`` (``<think>...</think><answer>...</answer>``), ``boxed`` (``\\boxed{...}``), ``bare``.
+Extraction is strict: a completion that does not match its format, or whose answer is empty, yields no
+answer (so ``<answer></answer>`` can never be rewarded the way a substring check would reward it).
+
+Permutation convention (Visual Jigsaw, VideoSSR, SSL4RL): pieces are shown in a shuffled order and labelled
+1..K in the order shown. The answer lists, for each original slot in raster (or chronological) order, the
+label of the shown piece that belongs there. `restore` inverts it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TypeVar
+
+FORMATS = ("tags", "boxed", "bare")
+T = TypeVar("T")
+
+_THINK = r"\s*<think>(?P<think>.*?)</think>"
+_TAGS = re.compile(r"(?:" + _THINK + r")?\s*<answer>(?P<answer>.*?)</answer>\s*", re.DOTALL)
+_TAG = re.compile(r"</?(?:think|answer)>")
+_BOXED = r"\\boxed\{"
+
+
+def instruction(answer_format: str, think: bool) -> str:
+    """The sentence that tells the policy how to lay out its completion."""
+    reason = "First reason step by step inside <think> </think>. " if think else ""
+    if answer_format == "tags":
+        return reason + "Put only the final answer inside <answer> </answer>."
+    if answer_format == "boxed":
+        return reason + "Put only the final answer inside \\boxed{}."
+    if think:
+        raise ValueError("think=True needs answer_format 'tags' or 'boxed': a bare answer has no delimiter")
+    return "Reply with the answer only."
+
+
+def wrap(answer: str, answer_format: str, think: bool) -> str:
+    """The completion that states ``answer`` in ``answer_format`` (what a perfect policy writes)."""
+    prefix = "<think>\n</think>\n" if think else ""
+    if answer_format == "tags":
+        return f"{prefix}<answer>{answer}</answer>"
+    if answer_format == "boxed":
+        return f"{prefix}\\boxed{{{answer}}}"
+    return answer
+
+
+def extract(completion: str, answer_format: str, think: bool) -> tuple[str | None, bool]:
+    """Return ``(answer, well_formed)``; ``answer`` is None unless the whole completion is well formed."""
+    if answer_format == "tags":
+        match = _TAGS.fullmatch(completion)
+        if not match or (think and match["think"] is None):
+            return None, False
+        answer = match["answer"].strip()
+    elif answer_format == "boxed":
+        answer = _extract_boxed(completion, think)
+    else:
+        answer = completion.strip()
+    if not answer or _TAG.search(answer):
+        return None, False
+    return answer, True
+
+
+def _extract_boxed(completion: str, think: bool) -> str | None:
+    """Content of the single ``\\boxed{...}`` (balanced braces) after an optional or required think block."""
+    text = completion
+    if think:
+        match = re.match(_THINK, completion, re.DOTALL)
+        if not match:
+            return None
+        text = completion[match.end():]
+    starts = [m.end() for m in re.finditer(_BOXED, text)]
+    if len(starts) != 1:
+        return None
+    depth, start = 1, starts[0]
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i].strip()
+    return None
+
+
+def parse_int(answer: str) -> int | None:
+    """A lone integer, optionally signed; anything else is None."""
+    match = re.fullmatch(r"\s*([+-]?\d{1,9})\s*", answer)
+    return int(match[1]) if match else None
+
+
+def parse_choice(answer: str, choices: Sequence[str]) -> str | None:
+    """One of ``choices`` (case-insensitive, optional surrounding brackets or a trailing period)."""
+    match = re.fullmatch(r"\s*[(\[]?\s*([^()\[\]]+?)\s*[)\]]?\s*\.?\s*", answer)
+    if not match:
+        return None
+    by_key = {c.lower(): c for c in choices}
+    return by_key.get(match[1].lower())
+
+
+def parse_permutation(answer: str, k: int) -> list[int] | None:
+    """Labels 1..k each exactly once, separated by commas or spaces (a bare digit string if k <= 9)."""
+    text = answer.strip().strip("[]()").strip()
+    if re.fullmatch(r"\d+", text) and k <= 9:
+        tokens = list(text)
+    else:
+        tokens = [t for t in re.split(r"\s*,\s*|\s+", text) if t]
+    if not all(t.isdecimal() for t in tokens):  # isdigit() admits "²", which int() rejects
+        return None
+    labels = [int(t) for t in tokens]
+    return labels if sorted(labels) == list(range(1, k + 1)) else None
+
+
+def shuffle_answer(shown: Sequence[int]) -> list[int]:
+    """The answer for a display order: ``shown[p]`` is the original slot of the piece shown at position p."""
+    return [list(shown).index(slot) + 1 for slot in range(len(shown))]
+
+
+def restore(shown_pieces: Sequence[T], answer: Sequence[int]) -> list[T]:
+    """Put shown pieces back into original order using an answer in this module's convention."""
+    return [shown_pieces[label - 1] for label in answer]
+
+
+def permutation_scores(pred: Sequence[int], truth: Sequence[int]) -> dict[str, float]:
+    """Graded agreement of two answers: ``exact``, ``fraction`` in place, and ``footrule``
+    (1 - Spearman footrule distance / its maximum floor(k^2 / 2))."""
+    k = len(truth)
+    in_place = sum(p == t for p, t in zip(pred, truth, strict=True))
+    where = {label: i for i, label in enumerate(pred)}
+    distance = sum(abs(where[label] - i) for i, label in enumerate(truth))
+    return {
+        "exact": float(in_place == k),
+        "fraction": in_place / k,
+        "footrule": 1.0 - distance / (k * k // 2) if k > 1 else 1.0,
+    }

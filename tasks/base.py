@@ -1,0 +1,136 @@
+"""The task contract: a task turns a raw media item into an `Example` and verifies completions for it.
+
+Pure Python (no Lightning, no zoo): usable from a notebook, TRL ``reward_funcs`` or verl ``compute_score``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tasks import answers
+
+log = logging.getLogger(__name__)
+
+
+class SkipItem(Exception):
+    """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...)."""
+
+
+@dataclass
+class Example:
+    """One prompt with its hidden ground truth.
+
+    Attributes:
+        messages: Chat messages in HF/Qwen format with media inline in the content parts.
+        answer: Ground truth, JSON-serialisable; never shown to the policy.
+        task: Name of the task that made it (used in metric names and to find the verifier).
+        meta: Anything the verifier needs (permutation, angle, grid size, ...).
+    """
+
+    messages: list[dict]
+    answer: Any
+    task: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def prompt_text(self) -> str:
+        """The text parts of the messages, media shown as ``<image>``-style markers (for logs)."""
+        parts = []
+        for message in self.messages:
+            content = message["content"]
+            if isinstance(content, str):
+                parts.append(content)
+                continue
+            for part in content:
+                parts.append(part["text"] if part["type"] == "text" else f"<{part['type']}>")
+        return "".join(parts)
+
+
+@dataclass
+class Reward:
+    """Reward of one completion.
+
+    Attributes:
+        total: What GRPO optimises.
+        parts: Named components, e.g. ``{"accuracy": 0.67, "format": 1.0}``; logged per task and part.
+    """
+
+    total: float
+    parts: dict[str, float]
+
+
+class Task(ABC):
+    """A self-supervised pretext task: make an example from a raw item, then verify completions.
+
+    Subclasses set ``name`` and ``modality``, list the reward parts they score in ``parts`` (``"accuracy"``
+    first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
+
+    Args:
+        answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
+            (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
+        think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the parser).
+        format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
+    """
+
+    name: ClassVar[str]
+    modality: ClassVar[str]
+    parts: ClassVar[tuple[str, ...]] = ("accuracy",)
+
+    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
+        if answer_format not in answers.FORMATS:
+            raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
+        answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
+        if format_weight < 0:
+            raise ValueError(f"format_weight must be >= 0, got {format_weight}")
+        self.answer_format = answer_format
+        self.think = think
+        self.format_weight = format_weight
+
+    @property
+    def max_reward(self) -> float:
+        """The total a perfect completion earns."""
+        return 1.0 + self.format_weight
+
+    @abstractmethod
+    def make_example(self, item: Any, rng: random.Random) -> Example:
+        """Build an example from a raw media item; all randomness comes from ``rng``."""
+
+    @abstractmethod
+    def answer_text(self, example: Example) -> str:
+        """The correct answer as the policy should write it inside the answer format."""
+
+    @abstractmethod
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        """Score a non-empty extracted answer: one value in [0, 1] per name in ``parts``, or None when the
+        answer is not a valid answer of this task at all (it then earns no format reward either)."""
+
+    def render_answer(self, example: Example) -> str:
+        """The completion a perfect policy writes."""
+        return answers.wrap(self.answer_text(example), self.answer_format, self.think)
+
+    def instruction(self) -> str:
+        """The sentence appended to each prompt that states the expected answer format."""
+        return answers.instruction(self.answer_format, self.think)
+
+    def user_message(self, media: list[dict], question: str) -> list[dict]:
+        """A one-turn conversation: the media parts, then the question and the format instruction."""
+        text = f"{question}\n{self.instruction()}"
+        return [{"role": "user", "content": [*media, {"type": "text", "text": text}]}]
+
+    def verify(self, example: Example, completion: str) -> Reward:
+        """Reward a completion. ``format`` is 1 when the completion follows the answer format and states a
+        valid answer (right or wrong). Never raises: a scoring error is logged and earns nothing."""
+        answer, _ = answers.extract(completion, self.answer_format, self.think)
+        scores = None
+        if answer is not None:
+            try:
+                scores = self.score(example, answer)
+            except Exception:  # a verifier bug must not kill a training run
+                log.exception("%s.score failed on answer %r; scored 0", type(self).__name__, answer[:200])
+        parts = dict.fromkeys(self.parts, 0.0) | (scores or {})
+        parts["format"] = float(scores is not None)
+        return Reward(total=parts["accuracy"] + self.format_weight * parts["format"], parts=parts)

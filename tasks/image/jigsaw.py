@@ -1,0 +1,129 @@
+"""Image jigsaw: cut an image into a grid, shuffle the tiles, ask for the original order.
+
+Follows Visual Jigsaw (arXiv 2509.25190: separate tiles, raster-order answer) and Jigsaw-R1 (arXiv 2505.23590:
+tiles pasted into one image, partial credit), in the permutation convention of `tasks.answers`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from PIL import Image
+
+from tasks import answers
+from tasks.base import Example, SkipItem, Task
+
+_REWARDS = ("exact", "fraction", "footrule")
+
+
+class Jigsaw(Task):
+    """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original position.
+
+    Args:
+        rows: Grid rows.
+        cols: Grid columns; ``rows * cols`` must be at least 2.
+        composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of showing each tile as a
+            separate image (Visual Jigsaw, SSL4RL).
+        reward: Which graded score is the accuracy: ``"exact"`` (whole order right), ``"fraction"`` (share
+            of positions right) or ``"footrule"`` (1 - normalised Spearman footrule distance). All three are
+            logged.
+        min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order (Visual Jigsaw uses 0.2 with
+            ``fraction``); an exact order always earns 1.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    name = "jigsaw"
+    modality = "image"
+    parts = ("accuracy", *_REWARDS)
+
+    def __init__(
+        self,
+        rows: int = 2,
+        cols: int = 2,
+        composite: bool = False,
+        reward: Literal["exact", "fraction", "footrule"] = "fraction",
+        min_tile: int = 14,
+        partial_credit: float = 1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if rows < 1 or cols < 1 or rows * cols < 2:
+            raise ValueError(f"need rows, cols >= 1 and at least two tiles, got {rows}x{cols}")
+        if reward not in _REWARDS:
+            raise ValueError(f"reward must be one of {_REWARDS}, got {reward!r}")
+        if min_tile < 1:
+            raise ValueError(f"min_tile must be >= 1, got {min_tile}")
+        self.rows, self.cols = rows, cols
+        self.composite = composite
+        self.reward = reward
+        self.min_tile = min_tile
+        if not 0 <= partial_credit <= 1:
+            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
+        self.partial_credit = partial_credit
+
+    def make_example(self, item: Image.Image, rng: random.Random) -> Example:
+        tiles = self._tiles(item.convert("RGB"))
+        shown = list(range(len(tiles)))
+        rng.shuffle(shown)
+        pieces = [tiles[slot] for slot in shown]
+        media, question = self._composite(pieces) if self.composite else self._separate(pieces)
+        meta = {"rows": self.rows, "cols": self.cols, "shown": shown}
+        return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
+
+    def _tiles(self, image: Image.Image) -> list[Image.Image]:
+        """Equal tiles in raster order, after a centre crop that makes the grid divide the image exactly."""
+        tile_w, tile_h = image.width // self.cols, image.height // self.rows
+        if min(tile_w, tile_h) < self.min_tile:
+            raise SkipItem(f"{image.size} image: {tile_w}x{tile_h} tiles, below min_tile={self.min_tile}")
+        left = (image.width - tile_w * self.cols) // 2
+        top = (image.height - tile_h * self.rows) // 2
+        return [
+            image.crop((left + c * tile_w, top + r * tile_h, left + (c + 1) * tile_w, top + (r + 1) * tile_h))
+            for r in range(self.rows)
+            for c in range(self.cols)
+        ]
+
+    def _separate(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
+        intro = (
+            f"These {len(pieces)} images are the pieces of one image cut into a grid of {self._grid()}, "
+            f"shuffled and numbered 1 to {len(pieces)} in the order shown.\n"
+        )
+        media = [{"type": "text", "text": intro}]
+        for i, piece in enumerate(pieces, start=1):
+            media += [{"type": "text", "text": f"Piece {i}:"}, {"type": "image", "image": piece}]
+        return media, self._ask(len(pieces))
+
+    def _composite(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
+        tile_w, tile_h = pieces[0].size
+        canvas = Image.new("RGB", (tile_w * self.cols, tile_h * self.rows))
+        for i, piece in enumerate(pieces):
+            canvas.paste(piece, ((i % self.cols) * tile_w, (i // self.cols) * tile_h))
+        intro = (
+            f"This image was cut into equal pieces on a grid of {self._grid()}, then they were shuffled. "
+            f"Number the pieces as they appear here from 1 to {len(pieces)}, left to right, top to bottom."
+        )
+        return [{"type": "image", "image": canvas}], f"{intro}\n{self._ask(len(pieces))}"
+
+    def _grid(self) -> str:
+        return f"{self.rows} row{'s' * (self.rows > 1)} by {self.cols} column{'s' * (self.cols > 1)}"
+
+    @staticmethod
+    def _ask(k: int) -> str:
+        return (
+            "Reassemble the original image. For each position of the original image, left to right and top "
+            f"to bottom, give the number of the piece that belongs there: {k} numbers separated by commas."
+        )
+
+    def answer_text(self, example: Example) -> str:
+        return ", ".join(str(label) for label in example.answer)
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        pred = answers.parse_permutation(answer, example.meta["rows"] * example.meta["cols"])
+        # a non-permutation earns nothing, or repeating one label would collect partial credit
+        if pred is None:
+            return None
+        scores = answers.permutation_scores(pred, example.answer)
+        graded = scores[self.reward] if scores["exact"] else self.partial_credit * scores[self.reward]
+        return {"accuracy": graded, **scores}

@@ -1,0 +1,173 @@
+"""The contract every Task subclass meets; a new task file is picked up and tested here with no edit."""
+
+import inspect
+import json
+import random
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import tasks
+from tasks import Task, answers
+from tests.helpers import discover
+
+TASKS = discover(tasks, Task)
+FORMATS = [("tags", False), ("tags", True), ("boxed", False), ("boxed", True), ("bare", False)]
+by_name = pytest.mark.parametrize("cls", TASKS, ids=lambda c: c.__name__)
+by_format = pytest.mark.parametrize(
+    "answer_format, think", FORMATS, ids=[f"{f}-think{t:d}" for f, t in FORMATS]
+)
+
+
+def _example(cls, sample_item, seed=0, **kwargs):
+    task = cls(**kwargs)
+    return task, task.make_example(sample_item(cls.modality), random.Random(seed))
+
+
+def _junk(task, example):
+    """Completions that must never raise and never earn accuracy, for the task's answer format."""
+    right = task.answer_text(example)
+    noise = random.Random(7)
+    twice = "\n".join([right] * 2) if task.answer_format == "bare" else task.render_answer(example) * 2
+    return [
+        "",
+        "<answer></answer>",
+        "<answer>" * 1000,
+        "\\boxed{}",
+        "1,1,1,1",
+        "<answer> </answer>",
+        "<think>x</think>",
+        twice,
+        answers.wrap(right + " and something else", task.answer_format, task.think),
+        bytes(noise.randrange(256) for _ in range(500)).decode("latin-1"),
+        "".join(noise.choice("0123456789, <>/answer{}\\boxed") for _ in range(100_000)),
+    ]
+
+
+def _fingerprint(example):
+    """Everything an example shows or hides, with images as bytes, for equality checks."""
+    media = [
+        part["image"].tobytes() if part["type"] == "image" else repr(part)
+        for message in example.messages
+        for part in message["content"]
+    ]
+    return example.task, json.dumps(example.answer), json.dumps(example.meta, sort_keys=True), media
+
+
+def test_tasks_are_discovered():
+    assert {"rotation", "jigsaw"} <= {cls.name for cls in TASKS}
+
+
+@by_name
+def test_class_declares_name_modality_parts(cls):
+    assert isinstance(cls.name, str) and cls.name
+    assert isinstance(cls.modality, str) and cls.modality
+    assert cls.parts[0] == "accuracy" and "format" not in cls.parts
+    assert len(set(cls.parts)) == len(cls.parts)
+
+
+@by_name
+def test_docstring_documents_exactly_the_arguments(cls):
+    params = [p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"]
+    doc = inspect.getdoc(cls)
+    assert "\nArgs:\n" in doc, "the Args: section is the --help text and config schema"
+    args = doc.split("\nArgs:\n", 1)[1]
+    documented = re.findall(r"^    (\*{0,2}\w+):", args, flags=re.MULTILINE)
+    named = ["**" + p.name if p.kind is p.VAR_KEYWORD else p.name for p in params]
+    assert documented == named
+    assert all(p.annotation is not p.empty for p in params if p.kind is not p.VAR_KEYWORD)
+
+
+@by_name
+@by_format
+@pytest.mark.parametrize("format_weight", [0.0, 0.5])
+def test_perfect_answer_earns_max_reward(cls, sample_item, answer_format, think, format_weight):
+    kwargs = dict(answer_format=answer_format, think=think, format_weight=format_weight)
+    task, example = _example(cls, sample_item, **kwargs)
+    reward = task.verify(example, task.render_answer(example))
+    assert reward.total == pytest.approx(task.max_reward)
+    assert reward.parts["accuracy"] == 1.0 and reward.parts["format"] == 1.0
+    assert tuple(reward.parts) == cls.parts + ("format",)
+
+
+@by_name
+def test_bare_answer_cannot_ask_for_thinking(cls, sample_item):
+    with pytest.raises(ValueError):
+        cls(answer_format="bare", think=True).instruction()
+
+
+@by_name
+@by_format
+def test_junk_never_raises_and_earns_no_accuracy(cls, sample_item, answer_format, think):
+    task, example = _example(cls, sample_item, answer_format=answer_format, think=think, format_weight=0.5)
+    for completion in _junk(task, example):
+        reward = task.verify(example, completion)
+        assert reward.parts["accuracy"] == 0.0, completion[:80]
+        assert tuple(reward.parts) == cls.parts + ("format",)
+        assert all(0.0 <= value <= 1.0 for value in reward.parts.values())
+        assert reward.total == pytest.approx(reward.parts["accuracy"] + 0.5 * reward.parts["format"])
+
+
+@by_name
+def test_scores_of_any_answer_lie_in_unit_interval(cls, sample_item):
+    task, example = _example(cls, sample_item, answer_format="bare")
+    for answer in ["0", "1", "A", "1, 2", "2, 1, 3, 4", "270 degrees", task.answer_text(example)]:
+        parts = task.score(example, answer)
+        if parts is None:  # not a valid answer of this task: no accuracy and no format reward
+            reward = task.verify(example, answer)
+            assert reward.parts["format"] == 0.0 and reward.parts["accuracy"] == 0.0
+            continue
+        assert set(parts) <= set(cls.parts)
+        assert all(0.0 <= value <= 1.0 for value in parts.values()), (answer, parts)
+
+
+@by_name
+def test_a_valid_wrong_answer_earns_format_but_no_accuracy(cls, sample_item):
+    task, example = _example(cls, sample_item, answer_format="tags", format_weight=0.5)
+    right = task.answer_text(example)
+    # answers of other examples of the task are valid answers here too (same answer space)
+    others = {task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed)))
+              for seed in range(50)}
+    wrong = sorted(others - {right})[0]
+    reward = task.verify(example, answers.wrap(wrong, "tags", False))
+    assert reward.parts["format"] == 1.0 and reward.parts["accuracy"] < 1.0
+    assert task.verify(example, "<answer>banana</answer>").parts["format"] == 0.0
+
+
+@by_name
+def test_make_example_is_a_function_of_the_rng(cls, sample_item):
+    task = cls()
+    item = sample_item(cls.modality)
+    same = [_fingerprint(task.make_example(item, random.Random(seed))) for seed in (5, 5)]
+    assert same[0] == same[1]
+    varied = {_fingerprint(task.make_example(item, random.Random(seed)))[1:3] for seed in range(20)}
+    assert len(varied) > 1
+
+
+@by_name
+@by_format
+def test_example_shape(cls, sample_item, answer_format, think):
+    task, example = _example(cls, sample_item, answer_format=answer_format, think=think)
+    assert example.task == cls.name
+    json.dumps(example.answer)
+    json.dumps(example.meta)
+    (message,) = example.messages
+    assert message["role"] == "user"
+    kinds = {part["type"] for part in message["content"]}
+    assert kinds <= {"text", "image", "video", "audio", "point_cloud"}
+    assert message["content"][-1]["type"] == "text"
+    assert task.instruction() in message["content"][-1]["text"]
+    for part in message["content"]:
+        if part["type"] == "image":
+            assert isinstance(part["image"], Image.Image) and part["image"].mode == "RGB"
+
+
+@by_name
+def test_item_is_not_modified(cls, sample_item):
+    item = sample_item(cls.modality)
+    before = np.asarray(item).copy() if isinstance(item, Image.Image) else None
+    cls().make_example(item, random.Random(0))
+    if before is not None:
+        assert np.array_equal(np.asarray(item), before)

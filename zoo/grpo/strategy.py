@@ -1,0 +1,258 @@
+"""GRPO as a Lightning Strategy: one training step = sample, verify, advantages, then policy updates.
+
+`GRPOMixin` holds the algorithm; `GRPOStrategy` (one device) and `GRPODDPStrategy` (DDP) add it to
+Lightning's strategies, so launching, precision, checkpointing and gradient sync stay Lightning's.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+
+import torch
+from lightning.pytorch.strategies import DDPStrategy, ParallelStrategy, SingleDeviceStrategy
+from torch import Tensor
+
+from zoo.grpo import functional as F
+from zoo.grpo.metrics import Means
+from zoo.grpo.rollout import Rollout
+
+
+class GRPOMixin:
+    """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
+
+    Args:
+        num_generations: G, completions sampled per prompt (>= 2: advantages compare them).
+        temperature: Sampling temperature; log-probs are computed at the same temperature.
+        top_p: Nucleus sampling threshold (1.0 samples the full distribution).
+        max_new_tokens: Completion length limit.
+        loss_type: ``grpo`` (sequence mean, then mean), ``dr_grpo`` (constant normaliser), ``dapo`` (token
+            mean over the global batch), ``bnpo`` (token mean per rank), ``gspo`` (sequence-level ratio),
+            ``gpg`` (no ratio, no clipping).
+        scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks), or ``none``.
+        epsilon: Clip range below 1 of the importance ratio.
+        epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
+        beta: KL coefficient against the frozen initial policy; 0 loads no reference model.
+        kl_estimator: ``k1``, ``k2`` or ``k3`` (low variance, non-negative).
+        beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at ``max_steps``.
+        num_iterations: Optimizer steps per rollout (mu); > 1 reuses the samples with importance ratios.
+        mask_truncated: Leave completions that hit ``max_new_tokens`` without an EOS out of the loss.
+        filter_zero_variance: Leave groups whose rewards are all equal out of the loss (and its normaliser).
+        micro_batch_size: Completions per forward/backward pass (bounds memory); None does all at once.
+        entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables).
+        max_grad_norm: Gradient clipping norm per optimizer step; None disables.
+        **kwargs: Arguments of the Lightning strategy.
+    """
+
+    def __init__(
+        self,
+        num_generations: int = 8,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        loss_type: str = "grpo",
+        scale_rewards: str = "group",
+        epsilon: float = 0.2,
+        epsilon_high: float | None = None,
+        beta: float = 0.0,
+        kl_estimator: str = "k3",
+        beta_schedule: str = "constant",
+        num_iterations: int = 1,
+        mask_truncated: bool = False,
+        filter_zero_variance: bool = False,
+        micro_batch_size: int | None = None,
+        entropy_coef: float = 0.0,
+        max_grad_norm: float | None = 1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check(num_generations >= 2, f"num_generations must be >= 2, got {num_generations}")
+        _check(temperature > 0, f"temperature must be > 0, got {temperature}")
+        _check(0 < top_p <= 1, f"top_p must be in (0, 1], got {top_p}")
+        _check(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        _check(loss_type in F.LOSS_TYPES, f"loss_type must be one of {F.LOSS_TYPES}, got {loss_type!r}")
+        _check(scale_rewards in F.SCALES, f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
+        _check(kl_estimator in F.KL_ESTIMATORS, f"kl_estimator must be one of {F.KL_ESTIMATORS}")
+        _check(beta_schedule in F.SCHEDULES, f"beta_schedule must be one of {F.SCHEDULES}")
+        _check(beta >= 0 and epsilon >= 0, "beta and epsilon must be >= 0")
+        _check(num_iterations >= 1, f"num_iterations must be >= 1, got {num_iterations}")
+        _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
+        self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
+        self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
+        self.epsilon, self.epsilon_high = epsilon, epsilon_high
+        self.beta, self.kl_estimator, self.beta_schedule = beta, kl_estimator, beta_schedule
+        self.num_iterations, self.mask_truncated = num_iterations, mask_truncated
+        self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
+        self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
+
+    # ---- the step -------------------------------------------------------------------------------
+    def training_step(self, batch: list, batch_idx: int) -> dict:
+        module, means = self.lightning_module, Means()
+        start = time.perf_counter()
+        rollout = module.sample(batch, self.num_generations, max_new_tokens=self.max_new_tokens,
+                                temperature=self.temperature, top_p=self.top_p)
+        sampled = time.perf_counter()
+        rewards = self._verify(rollout)
+        totals = torch.tensor([r.total for r in rewards]).view(len(batch), -1)  # [B, G]
+        means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
+        scored = time.perf_counter()
+        loss = self._update(rollout, totals, means)
+        done = time.perf_counter()
+        tokens = rollout.prompts.tensors["attention_mask"].sum() * self.num_generations
+        tokens = tokens + rollout.completion_mask.sum()
+        for name, value in (("sample_s", sampled - start), ("score_s", scored - sampled),
+                            ("train_s", done - scored), ("tokens_per_s", float(tokens) / (done - start))):
+            means.add(f"perf/{name}", value)
+        return {"loss": loss, "metrics": means.result(), "rollout": rollout, "rewards": rewards}
+
+    def _verify(self, rollout: Rollout) -> list:
+        datamodule = self.lightning_module.trainer.datamodule
+        if not hasattr(datamodule, "verify"):
+            raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
+                               "datamodules.PretextDataModule")
+        return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
+
+    def _update(self, rollout: Rollout, totals: Tensor, means: Means) -> Tensor:
+        """Advantages, then ``num_iterations`` optimizer steps over micro-batches of the kept rows."""
+        device = self.root_device
+        advantages = self._advantages(totals).to(device)  # [N]
+        zero_std = F.zero_std_groups(totals)  # [B]
+        keep = ~zero_std.repeat_interleave(self.num_generations) if self.filter_zero_variance else None
+        rows = torch.arange(rollout.size) if keep is None else torch.nonzero(keep).flatten()
+        mask = rollout.completion_mask.clone()
+        if self.mask_truncated:
+            mask[rollout.truncated] = False
+        plan = self._micro_batches(rows)
+        tokens = float(mask[rows].sum())
+        norm = F.loss_normaliser(self.loss_type, len(rows), tokens, self._global_mean(tokens),
+                                 self.max_new_tokens)
+        old = self._no_grad_log_probs(rollout, plan, reference=False) if self.num_iterations > 1 else None
+        ref = self._no_grad_log_probs(rollout, plan, reference=True) if self.beta > 0 else None
+        total = torch.zeros((), device=device)
+        for _ in range(self.num_iterations):
+            for i, (chunk, live) in enumerate(plan):
+                with self._sync_context(last=i == len(plan) - 1):
+                    out = super().training_step(rollout, chunk)
+                    loss = self._loss(out, chunk, advantages, mask, old, ref, norm, means if live else None)
+                    self.lightning_module.manual_backward(loss * live)
+                total += loss.detach() * live / self.num_iterations
+            self._optimizer_step(means)
+        means.add("train/grpo/loss", total.item())
+        means.add("train/grpo/adv_std", advantages.std().item())
+        means.add("train/grpo/frac_zero_std", zero_std.float().mean().item())
+        means.add("train/grpo/completion_len", rollout.completion_mask.sum(1).float().mean().item())
+        means.add("train/grpo/truncated", rollout.truncated.float().mean().item())
+        return total
+
+    def _advantages(self, totals: Tensor) -> Tensor:
+        if self.scale_rewards != "batch":
+            return F.group_advantages(totals, self.scale_rewards).flatten()
+        everyone = self.all_gather(totals.to(self.root_device)).reshape(-1, totals.shape[1]).cpu()  # [W*B, G]
+        centred = totals - totals.mean(dim=1, keepdim=True)
+        return (centred / (everyone.std() + 1e-4)).flatten()
+
+    def _micro_batches(self, rows: Tensor) -> list[tuple[Tensor, float]]:
+        """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks
+        re-run one row with weight 0) because each backward pass is a collective under DDP."""
+        size = self.micro_batch_size or max(len(rows), 1)
+        plan = [(chunk, 1.0) for chunk in torch.split(rows, size)]
+        count = int(self.reduce(torch.tensor(len(plan), device=self.root_device), reduce_op="max"))
+        filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
+        return plan + [(filler, 0.0)] * (count - len(plan))
+
+    def _global_mean(self, value: float) -> float:
+        return float(self.reduce(torch.tensor(value, device=self.root_device), reduce_op="mean"))
+
+    def _sync_context(self, last: bool):
+        """Skip the gradient all-reduce on every micro-batch but the last."""
+        if last or not isinstance(self, ParallelStrategy):
+            return nullcontext()
+        return self.block_backward_sync()
+
+    @torch.no_grad()
+    def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor:
+        module = self.lightning_module
+        out = torch.zeros(rollout.completion_ids.shape, device=self.root_device)  # [N, L]
+        for chunk, _ in plan:
+            if reference:
+                out[chunk] = module.reference_log_probs(rollout, chunk)
+            else:
+                out[chunk] = module.token_log_probs(rollout, chunk)[0]
+        return out
+
+    def _loss(self, out: dict, rows: Tensor, advantages: Tensor, mask: Tensor, old: Tensor | None,
+              ref: Tensor | None, norm: float, means: Means | None) -> Tensor:
+        logps, entropy = out["logps"], out["entropy"]  # [n, L]
+        m = mask[rows].to(logps.device)
+        old_logps = logps.detach() if old is None else old[rows]
+        per_token, clipped = F.per_token_loss(logps, old_logps, advantages[rows], m, self.loss_type,
+                                              self.epsilon, self.epsilon_high)
+        if ref is not None:
+            kl = F.kl_penalty(logps, ref[rows], self.kl_estimator)
+            per_token = per_token + self._beta() * kl
+        if self.entropy_coef:
+            per_token = per_token - self.entropy_coef * entropy
+        if means is not None:
+            tokens = float(m.sum().clamp(min=1))
+            means.add("train/grpo/entropy", float((entropy.detach() * m).sum()) / tokens, tokens)
+            means.add("train/grpo/clip_frac", float(clipped.sum()) / tokens, tokens)
+            if ref is not None:
+                means.add("train/grpo/kl", float((kl.detach() * m).sum()) / tokens, tokens)
+        return F.aggregate(per_token, m, self.loss_type, norm)
+
+    def _beta(self) -> float:
+        trainer = self.lightning_module.trainer
+        progress = trainer.global_step / trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else 0.0
+        return F.scheduled(self.beta, self.beta_schedule, progress)
+
+    def _optimizer_step(self, means: Means) -> None:
+        module = self.lightning_module
+        optimizer = module.optimizers()
+        if self.max_grad_norm is not None:
+            params = [p for p in module.parameters() if p.requires_grad]
+            norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            means.add("train/grpo/grad_norm", float(norm) / self.num_iterations)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler = module.lr_schedulers()
+        if scheduler is not None:
+            scheduler.step()
+
+    # ---- evaluation -----------------------------------------------------------------------------
+    def validation_step(self, batch: list, batch_idx: int) -> dict:
+        """Greedy completions for held-out examples; the metrics callback turns them into accuracy."""
+        rollout = self.lightning_module.sample(batch, 1, max_new_tokens=self.max_new_tokens, greedy=True)
+        return {"rollout": rollout, "rewards": self._verify(rollout)}
+
+    test_step = validation_step
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
+    """GRPO on one device (CPU or one GPU).
+
+    Args:
+        device: Device to train on; None takes the trainer's accelerator's first device.
+        **kwargs: GRPO settings (see `GRPOMixin`) and `SingleDeviceStrategy` arguments.
+    """
+
+    def __init__(self, device: str | None = None, **kwargs):
+        super().__init__(device=device or "cpu", **kwargs)
+        self.parallel_devices = None if device is None else [self._root_device]  # the trainer fills None
+
+    @property
+    def root_device(self) -> torch.device:
+        return self.parallel_devices[0] if self.parallel_devices else self._root_device
+
+
+class GRPODDPStrategy(GRPOMixin, DDPStrategy):
+    """GRPO over DistributedDataParallel: each rank samples its own prompts, gradients are all-reduced.
+
+    Args:
+        **kwargs: GRPO settings (see `GRPOMixin`) and `DDPStrategy` arguments (``process_group_backend``,
+            ``find_unused_parameters``, ``start_method``, ...).
+    """

@@ -1,0 +1,216 @@
+"""PolicyModule: a Hugging Face generative model as a LightningModule, driven by a GRPO strategy.
+
+The policy samples completions, scores their tokens (log-probs and entropy) and exports to Hugging Face format;
+the strategy (`zoo.grpo`) owns the algorithm. Only `load`, `encode` and `module_groups` are model-specific.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor, nn
+
+from zoo import tiny
+from zoo.batch import PromptBatch
+from zoo.grpo.rollout import Rollout, completion_mask
+
+# Special tokens a completion must never contain: media placeholders make the next forward fail.
+_BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class PolicyModule(LightningModule, ABC):
+    """A generative (multimodal) language model trained as an RL policy.
+
+    Args:
+        pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
+            random-init model (see `zoo.tiny`).
+        optimizer: Optimizer factory applied to the trainable parameters.
+        scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
+        freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
+        dtype: Parameter dtype: ``float32``, ``bfloat16`` or ``float16``; None keeps the checkpoint's.
+        attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``, ...).
+        gradient_checkpointing: Recompute activations in the backward pass to save memory.
+    """
+
+    modalities: ClassVar[frozenset[str]] = frozenset({"text"})
+
+    def __init__(
+        self,
+        pretrained: str,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        scheduler: LRSchedulerCallable | None = None,
+        freeze: list[str] | None = None,
+        dtype: str | None = None,
+        attn_implementation: str | None = None,
+        gradient_checkpointing: bool = False,
+    ):
+        super().__init__()
+        if dtype is not None and dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)} or None, got {dtype!r}")
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.pretrained = pretrained
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.freeze = list(freeze or [])
+        self.dtype_name = dtype
+        self.attn_implementation = attn_implementation
+        self.gradient_checkpointing = gradient_checkpointing
+        self.model: nn.Module | None = None
+        self.processor = None
+        self.automatic_optimization = False  # the GRPO strategy runs backward and optimizer steps itself
+
+    # ---- model-specific -------------------------------------------------------------------------
+    @abstractmethod
+    def load(self, path: str) -> tuple[nn.Module, object]:
+        """Load ``(model, processor)`` from a local directory or hub id."""
+
+    @abstractmethod
+    def encode(self, examples: list) -> PromptBatch:
+        """Chat template + processor for a list of `tasks.Example`, left padded, with media bookkeeping."""
+
+    @abstractmethod
+    def module_groups(self) -> dict[str, list[nn.Module]]:
+        """Named groups of submodules that ``freeze`` can refer to."""
+
+    # ---- setup --------------------------------------------------------------------------------
+    @property
+    def tokenizer(self):
+        return getattr(self.processor, "tokenizer", self.processor)
+
+    def load_kwargs(self) -> dict:
+        """Keyword arguments for ``from_pretrained`` common to all families."""
+        kwargs = {}
+        if self.dtype_name is not None:
+            kwargs["dtype"] = DTYPES[self.dtype_name]
+        if self.attn_implementation is not None:
+            kwargs["attn_implementation"] = self.attn_implementation
+        return kwargs
+
+    def configure_model(self) -> None:
+        if self.model is not None:
+            return
+        self.model, self.processor = self.load(tiny.resolve(self.pretrained))
+        self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
+        self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
+        self._apply_freeze()
+        if self.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.eos_ids = self._eos_ids()
+        self.banned_ids = self._banned_ids()
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        self.register_buffer("banned_mask", torch.zeros(vocab, dtype=torch.bool), persistent=False)
+        self.banned_mask[self.banned_ids] = True
+
+    def _apply_freeze(self) -> None:
+        groups = self.module_groups()
+        unknown = set(self.freeze) - set(groups)
+        if unknown:
+            raise ValueError(f"unknown freeze groups {sorted(unknown)}; {type(self).__name__} has {sorted(groups)}")
+        for name in self.freeze:
+            for module in groups[name]:
+                module.requires_grad_(False)
+
+    def _eos_ids(self) -> list[int]:
+        configured = self.model.generation_config.eos_token_id
+        ids = configured if isinstance(configured, list) else [configured]
+        ids = [i for i in [self.tokenizer.eos_token_id, *ids] if i is not None]
+        if not ids:
+            raise ValueError(f"{self.pretrained}: neither the tokenizer nor the generation config names an EOS token")
+        return list(dict.fromkeys(ids))
+
+    def _banned_ids(self) -> list[int]:
+        """Media placeholders, turn starts, the pad token (unless it ends text) and rows past the tokenizer."""
+        tok = self.tokenizer
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        banned = {i for i, t in tok.added_tokens_decoder.items() if t.special and _BANNED_SPECIAL.search(t.content)}
+        if tok.pad_token_id is not None and tok.pad_token_id not in self.eos_ids:
+            banned.add(tok.pad_token_id)
+        banned.update(range(len(tok), vocab))
+        return sorted(banned - set(self.eos_ids))
+
+    # ---- rollouts -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
+               temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False) -> Rollout:
+        """Generate ``num_generations`` completions per example (greedy when ``greedy``), in eval mode."""
+        from transformers import GenerationConfig
+
+        prompts = self.encode(examples).to(self.device)
+        rows = [b for b in range(len(examples)) for _ in range(num_generations)]
+        inputs = prompts.select(rows)
+        sampling = {} if greedy else dict(temperature=temperature, top_p=top_p, top_k=0)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, eos_token_id=self.eos_ids,
+                                  pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids, **sampling)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out = self.model.generate(**inputs, generation_config=config)
+        finally:
+            self.model.train(was_training)
+        ids = out[:, inputs["input_ids"].shape[1]:]  # [N, L]
+        mask, truncated = completion_mask(ids, self.eos_ids)
+        ids = ids.masked_fill(~mask, self.eos_ids[0])
+        lengths = mask.sum(1) - (~truncated).long()  # tokens before the EOS
+        texts = self.tokenizer.batch_decode([row[:n] for row, n in zip(ids, lengths.tolist())])
+        return Rollout(examples=list(examples), prompts=prompts, num_generations=num_generations,
+                       completion_ids=ids, completion_mask=mask, truncated=truncated, completions=texts,
+                       temperature=1.0 if greedy else temperature)
+
+    def token_log_probs(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None,
+                        ) -> tuple[Tensor, Tensor]:
+        """Log-probs of the sampled tokens and the per-token entropy under ``model`` (default: the policy).
+
+        Logits are divided by the sampling temperature and banned tokens masked, so the distribution
+        matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows.
+        """
+        inputs = rollout.model_inputs(rows)
+        length = rollout.completion_ids.shape[1]
+        out = (model or self.model)(**inputs, logits_to_keep=length + 1, use_cache=False)
+        logits = out.logits[:, :-1].float() / rollout.temperature  # [n, L, V]
+        logits = logits.masked_fill(self.banned_mask, torch.finfo(logits.dtype).min)
+        log_z = logits.logsumexp(dim=-1)  # [n, L]
+        ids = rollout.completion_ids[rows]
+        logps = logits.gather(-1, ids[..., None]).squeeze(-1) - log_z  # [n, L]
+        entropy = log_z - (logits.softmax(dim=-1) * logits).sum(dim=-1)  # [n, L]
+        return logps, entropy
+
+    def training_step(self, rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:
+        """Differentiable log-probs and entropy of ``rows`` of a rollout (the strategy forms the loss)."""
+        logps, entropy = self.token_log_probs(rollout, rows)
+        return {"logps": logps, "entropy": entropy}
+
+    @torch.no_grad()
+    def reference_log_probs(self, rollout: Rollout, rows: Tensor) -> Tensor:
+        """Log-probs under the frozen initial weights (loaded once from ``pretrained`` on first use)."""
+        if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
+            reference, _ = self.load(tiny.resolve(self.pretrained))
+            self.__dict__["_reference"] = reference.to(self.device).eval().requires_grad_(False)
+        return self.token_log_probs(rollout, rows, model=self.__dict__["_reference"])[0]
+
+    # ---- Lightning ----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError(f"nothing to train: every parameter is frozen (freeze={self.freeze})")
+        optimizer = self.optimizer_factory(params)
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer),
+                                                         "interval": "step"}}
+
+    def validation_step(self, batch, batch_idx):
+        raise RuntimeError("a PolicyModule is trained and evaluated by a GRPO strategy: set trainer.strategy "
+                           "to zoo.grpo.GRPOStrategy or zoo.grpo.GRPODDPStrategy")
+
+    test_step = validation_step
+
+    def save_pretrained(self, path: str) -> None:
+        """Export model and processor as a Hugging Face directory loadable with ``from_pretrained``."""
+        self.model.save_pretrained(path)
+        self.processor.save_pretrained(path)

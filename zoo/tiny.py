@@ -1,0 +1,184 @@
+"""Random-init tiny Qwen-VL models with an offline byte-level tokenizer, saved as ordinary pretrained dirs.
+
+Tests and the quickstart load them through the same ``from_pretrained`` path as real checkpoints: pass
+``pretrained: tiny:qwen2_5_vl`` (built once into a cache dir) or build one with
+``python -m zoo.tiny qwen2_5_vl out_dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+)
+VOCAB_SIZE = 576  # > len(tokenizer) on purpose, like real checkpoints: unused rows must be suppressed
+
+CHAT_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "<|im_start|>{{ m.role }}\n"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{%- elif c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=4096)
+ROPE = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}  # sum = head_dim / 2
+
+
+# Byte-level BPE trained on this text: prompts tokenize to realistic lengths (a few characters per token)
+# while the vocabulary stays small enough for a random policy to stumble on short answers.
+CORPUS = """
+This image has been rotated counter-clockwise from upright. By how many degrees? Answer with the letter of the
+correct option. Reply with the answer only. Put only the final answer inside <answer> </answer>. First reason
+step by step inside <think> </think>. The image was cut into a grid and the pieces were shuffled. For each
+position of the original image, in raster order (left to right, top to bottom), give the number of the piece
+that belongs there, separated by commas. The video was split into clips which were shuffled. Give the clips in
+chronological order. Which frames were changed? How many objects of each kind appear? Order the marked points
+from closest to farthest from the camera. Which action led from the first screenshot to the second? Listen to
+the audio and answer the question. What is in the picture? Describe the scene, the objects, their colors and
+positions. Count the shapes: circles, squares, triangles.
+"""
+BPE_VOCAB = 500
+
+
+def build_tokenizer():
+    """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator([CORPUS] * 10, trainer)
+    model = json.loads(bpe.to_str())["model"]
+    tok = Qwen2Tokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
+                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>")
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS],
+                   special_tokens=True)
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def _token_ids(tok) -> dict:
+    ids = tok.convert_tokens_to_ids
+    return dict(image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+                vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
+
+
+def _text_config(tok, **extra) -> dict:
+    eos, pad = tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    return dict(TEXT, vocab_size=VOCAB_SIZE, eos_token_id=eos, pad_token_id=pad, bos_token_id=None,
+                rope_parameters=ROPE, **extra)
+
+
+def _qwen2_vl(tok):
+    from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
+
+    config = Qwen2VLConfig(
+        text_config=_text_config(tok),
+        vision_config=dict(depth=2, embed_dim=64, hidden_size=64, mlp_ratio=2, num_heads=4, patch_size=14),
+        **_token_ids(tok))
+    image = Qwen2VLImageProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    video = Qwen2VLVideoProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    return config, Qwen2VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
+                                    chat_template=CHAT_TEMPLATE)
+
+
+def _qwen2_5_vl(tok):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
+    config = Qwen2_5_VLConfig(
+        text_config=_text_config(tok),
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
+                           fullatt_block_indexes=[1], window_size=112, patch_size=14),
+        **_token_ids(tok))
+    image = Qwen2VLImageProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    video = Qwen2VLVideoProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    return config, Qwen2_5_VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
+                                       chat_template=CHAT_TEMPLATE)
+
+
+def _qwen3_vl(tok):
+    from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    rope = dict(ROPE, mrope_interleaved=True)
+    config = Qwen3VLConfig(
+        text_config=_text_config(tok, head_dim=16) | {"rope_parameters": rope},
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
+                           num_position_embeddings=256, deepstack_visual_indexes=[0], patch_size=16),
+        **_token_ids(tok))
+    image = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
+    video = Qwen3VLVideoProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
+    return config, Qwen3VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
+                                    chat_template=CHAT_TEMPLATE)
+
+
+FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl}
+
+
+def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
+    """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
+    from transformers import AutoModelForImageTextToText
+
+    if family not in FAMILIES:
+        raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(FAMILIES)}")
+    config, processor = FAMILIES[family](build_tokenizer())
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config)
+    model.generation_config.eos_token_id = config.text_config.eos_token_id
+    model.generation_config.pad_token_id = config.text_config.pad_token_id
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")) / "tiny"
+
+
+def resolve(pretrained: str) -> str:
+    """Map ``tiny:<family>`` to a cached local directory (built on first use); return anything else as is."""
+    if not pretrained.startswith("tiny:"):
+        return pretrained
+    family = pretrained.removeprefix("tiny:")
+    version = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:10]  # any edit here rebuilds
+    target = cache_dir() / f"{family}-{version}"
+    if not (target / "config.json").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{family}-"))
+        build(family, tmp)
+        try:  # atomic publish: concurrent builders (DDP ranks) race safely
+            tmp.rename(target)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Build a random-init tiny model as a pretrained directory.")
+    parser.add_argument("family", choices=sorted(FAMILIES))
+    parser.add_argument("out_dir")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(build(args.family, args.out_dir, args.seed))
+
+
+if __name__ == "__main__":
+    main()
