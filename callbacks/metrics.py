@@ -29,7 +29,7 @@ class GRPOMetrics(Callback):
     def _on_eval_batch_end(self, outputs, batch):
         if not outputs or "rewards" not in outputs:
             return
-        for example, reward in zip(batch, outputs["rewards"]):
+        for example, reward in zip(batch, outputs["rewards"], strict=True):
             self._eval.add("accuracy", reward.parts.get("accuracy", 0.0))
             self._eval.add(f"{example.task}/accuracy", reward.parts.get("accuracy", 0.0))
             self._eval.add("reward", reward.total)

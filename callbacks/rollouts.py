@@ -25,9 +25,11 @@ class RolloutSampler(Callback):
         self.filename, self.validation = filename, validation
         self._batches = 0
         self._val_written = 0
+        self.path: Path | None = None
 
-    def path(self, trainer) -> Path:
-        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        # every rank asks: trainer.log_dir is a collective under DDP
+        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
     def _write(self, trainer, split: str, outputs: dict, limit: int) -> int:
         rollout, rewards = outputs["rollout"], outputs["rewards"]
@@ -38,9 +40,8 @@ class RolloutSampler(Callback):
                          "prompt": example.prompt_text, "answer": example.answer,
                          "completion": rollout.completions[n], "reward": rewards[n].total,
                          "parts": rewards[n].parts})
-        path = self.path(trainer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
             f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
         return len(rows)
 

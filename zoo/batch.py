@@ -63,12 +63,14 @@ class PromptBatch:
     def _select_media(self, spec: MediaSpec, counts: list[int], rows: list[int]) -> dict[str, Tensor]:
         first = [0, *torch.tensor(counts).cumsum(0).tolist()]  # item offsets per prompt
         item_ids = [i for r in rows for i in range(first[r], first[r + 1])]
+        if not item_ids:  # e.g. a micro-batch of text-only prompts: empty media would crash the encoder
+            return {}
         out = {key: self.tensors[key][item_ids] for key in spec.per_item if key in self.tensors}
         if spec.flat is not None:
             sizes = self.tensors[spec.grid].prod(-1).tolist()  # flat rows per item
             starts = [0, *torch.tensor(sizes).cumsum(0).tolist()]
             pieces = [self.tensors[spec.flat][starts[i]:starts[i + 1]] for i in item_ids]
-            out[spec.flat] = torch.cat(pieces) if pieces else self.tensors[spec.flat][:0]
+            out[spec.flat] = torch.cat(pieces)
         return out
 
     def to(self, device: torch.device) -> PromptBatch:

@@ -34,14 +34,16 @@ class ZooCLI(LightningCLI):
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
 
     def before_fit(self) -> None:
-        if self.config[self.subcommand].get("validate_before_fit"):
-            self.trainer.validate(self.model, datamodule=self.datamodule, verbose=False)
+        config = self.config[self.subcommand]
+        if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
+            self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
+                                  verbose=False)
 
 
-def cli(args: list[str] | None = None, **kwargs) -> ZooCLI:
+def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwargs) -> ZooCLI:
     """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # data workers fork after tokenizer use
-    return ZooCLI(PolicyModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+    return cli_class(PolicyModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
                   save_config_kwargs={"overwrite": True}, trainer_defaults=TRAINER_DEFAULTS,
                   seed_everything_default=0, args=args, **kwargs)
 

@@ -39,6 +39,8 @@ class PolicyModule(LightningModule, ABC):
     """
 
     modalities: ClassVar[frozenset[str]] = frozenset({"text"})
+    #: Offline ``pretrained`` values of this family (`zoo.tiny`); contract tests run every one of them.
+    tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -135,18 +137,23 @@ class PolicyModule(LightningModule, ABC):
         return sorted(banned - set(self.eos_ids))
 
     # ---- rollouts -----------------------------------------------------------------------------
+    def generation_config(self, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
+                          greedy: bool = False):
+        """Sampling settings for ``generate``, independent of the checkpoint's own generation defaults
+        (instruct models ship low temperatures and top-k that GRPO must not inherit)."""
+        from transformers import GenerationConfig
+
+        sampling = {} if greedy else dict(temperature=temperature, top_p=top_p, top_k=0)
+        return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, eos_token_id=self.eos_ids,
+                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids, **sampling)
+
     @torch.no_grad()
     def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
                temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False) -> Rollout:
         """Generate ``num_generations`` completions per example (greedy when ``greedy``), in eval mode."""
-        from transformers import GenerationConfig
-
         prompts = self.encode(examples).to(self.device)
-        rows = [b for b in range(len(examples)) for _ in range(num_generations)]
-        inputs = prompts.select(rows)
-        sampling = {} if greedy else dict(temperature=temperature, top_p=top_p, top_k=0)
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, eos_token_id=self.eos_ids,
-                                  pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids, **sampling)
+        inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
+        config = self.generation_config(max_new_tokens, temperature, top_p, greedy)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -157,7 +164,7 @@ class PolicyModule(LightningModule, ABC):
         mask, truncated = completion_mask(ids, self.eos_ids)
         ids = ids.masked_fill(~mask, self.eos_ids[0])
         lengths = mask.sum(1) - (~truncated).long()  # tokens before the EOS
-        texts = self.tokenizer.batch_decode([row[:n] for row, n in zip(ids, lengths.tolist())])
+        texts = self.tokenizer.batch_decode([row[:n] for row, n in zip(ids, lengths.tolist(), strict=True)])
         return Rollout(examples=list(examples), prompts=prompts, num_generations=num_generations,
                        completion_ids=ids, completion_mask=mask, truncated=truncated, completions=texts,
                        temperature=1.0 if greedy else temperature)

@@ -31,6 +31,7 @@ class QwenVLPolicy(PolicyModule):
     """
 
     modalities = frozenset({"text", "image"})
+    tiny_checkpoints = ("tiny:qwen2_vl", "tiny:qwen2_5_vl", "tiny:qwen3_vl")
 
     def __init__(self, pretrained: str, min_pixels: int | None = None,
                  max_pixels: int | None = None, **kwargs):

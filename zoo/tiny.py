@@ -101,7 +101,12 @@ def _qwen2_vl(tok):
 
 
 def _qwen2_5_vl(tok):
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     config = Qwen2_5_VLConfig(
         text_config=_text_config(tok),

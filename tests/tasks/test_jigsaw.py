@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from tasks import Jigsaw, SkipItem, answers
-from tests.conftest import make_item
+from tests.helpers import make_item
 
 GRIDS = [(1, 2), (2, 1), (2, 2), (3, 3), (2, 3)]
 

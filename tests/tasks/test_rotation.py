@@ -8,7 +8,7 @@ from PIL import Image
 
 from tasks import Rotation, SkipItem, answers
 from tasks.image.rotation import inscribed_size
-from tests.conftest import make_item
+from tests.helpers import make_item
 
 
 def _images(example):

@@ -21,7 +21,7 @@ class Means:
 
     def add_rewards(self, prefix: str, tasks: list[str], rewards: list) -> None:
         """``<prefix>/reward`` (mean total) and ``<prefix>/reward/<task>/<part>`` for each completion."""
-        for task, reward in zip(tasks, rewards):
+        for task, reward in zip(tasks, rewards, strict=True):
             self.add(f"{prefix}/reward", reward.total)
             for part, value in reward.parts.items():
                 self.add(f"{prefix}/reward/{task}/{part}", value)

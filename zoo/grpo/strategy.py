@@ -155,7 +155,7 @@ class GRPOMixin:
         """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks
         re-run one row with weight 0) because each backward pass is a collective under DDP."""
         size = self.micro_batch_size or max(len(rows), 1)
-        plan = [(chunk, 1.0) for chunk in torch.split(rows, size)]
+        plan = [(chunk, 1.0) for chunk in torch.split(rows, size) if len(chunk)]
         count = int(self.reduce(torch.tensor(len(plan), device=self.root_device), reduce_op="max"))
         filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
         return plan + [(filler, 0.0)] * (count - len(plan))

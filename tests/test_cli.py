@@ -1,0 +1,92 @@
+"""The ``zoo`` command end to end, in subprocesses: one device, 2-process DDP (gloo), validate/test."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
+SHORT = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "4", "--trainer.log_every_n_steps", "1",
+         "--data.init_args.val_size", "16", "--rollouts.every_n_steps", "2"]
+
+
+def zoo(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "zoo", *args], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result
+
+
+def run_dir(cwd: Path) -> Path:
+    (version,) = (cwd / "runs" / "lightning_logs").iterdir()
+    return version
+
+
+def metric_names(cwd: Path) -> set[str]:
+    with open(run_dir(cwd) / "metrics.csv") as f:
+        return set(csv.DictReader(f).fieldnames) - {"epoch", "step"}
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("single")
+    return cwd, zoo("fit", "--config", QUICKSTART, *SHORT, cwd=cwd)
+
+
+def test_fit_writes_metrics_rollouts_and_config(single):
+    cwd, result = single
+    names = metric_names(cwd)
+    expected = {"train/reward", "train/reward/rotation/accuracy", "train/reward/rotation/format",
+                "train/grpo/loss", "train/grpo/entropy", "train/grpo/clip_frac", "train/grpo/completion_len",
+                "train/grpo/adv_std", "train/grpo/frac_zero_std", "perf/sample_s", "perf/train_s",
+                "perf/tokens_per_s", "val/accuracy", "val/rotation/accuracy"}
+    assert expected <= names, expected - names
+    rows = [json.loads(line) for line in (run_dir(cwd) / "rollouts.jsonl").read_text().splitlines()]
+    assert {"train", "val"} == {r["split"] for r in rows}
+    assert {"prompt", "answer", "completion", "reward", "parts", "task", "step"} <= set(rows[0])
+    assert (run_dir(cwd) / "config.yaml").exists()
+    assert list((run_dir(cwd) / "checkpoints").glob("*.ckpt"))
+    out = result.stdout + result.stderr
+    assert "step 0 val accuracy" in out and "held-out accuracy" in out
+
+
+def test_ddp_two_processes_log_the_same_metrics(single, tmp_path):
+    cwd, _ = single
+    zoo("fit", "--config", QUICKSTART, *SHORT, "--trainer.devices", "2",
+        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy", cwd=tmp_path)
+    assert metric_names(tmp_path) == metric_names(cwd)
+    config = (run_dir(tmp_path) / "config.yaml").read_text()
+    assert "GRPODDPStrategy" in config and "max_new_tokens: 1" in config
+
+
+def test_validate_and_test_from_a_checkpoint(single, tmp_path):
+    cwd, _ = single
+    (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
+    for command in ("validate", "test"):
+        result = zoo(command, "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path",
+                     str(ckpt), cwd=tmp_path)
+        assert f"{'val' if command == 'validate' else 'test'} accuracy" in result.stdout + result.stderr
+
+
+def test_fit_resumes_from_a_checkpoint(single, tmp_path):
+    cwd, _ = single
+    (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
+    args = [a if a != "4" else "6" for a in SHORT]  # two more steps than the checkpoint's 4
+    result = zoo("fit", "--config", QUICKSTART, *args, "--ckpt_path", str(ckpt), cwd=tmp_path)
+    assert "step 4 val accuracy" in result.stdout + result.stderr  # validated the restored weights
+    with open(run_dir(tmp_path) / "metrics.csv") as f:
+        steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/reward")]
+    assert steps == [4, 5]
+
+
+def test_help_shows_docstrings(tmp_path):
+    out = zoo("fit", "--help", cwd=tmp_path).stdout
+    assert "--validate_before_fit" in out and "--rollouts.every_n_steps" in out
+    strategy = zoo("fit", "--trainer.strategy.help", "zoo.grpo.GRPOStrategy", cwd=tmp_path).stdout
+    assert "num_generations" in strategy and "completions sampled per prompt" in strategy

@@ -1,0 +1,151 @@
+"""Every PolicyModule family x every tiny checkpoint it declares: encode, sample, score, train, export."""
+
+import random
+
+import pytest
+import torch
+
+import zoo
+from tasks import Example, Rotation
+from tests.helpers import discover, make_item
+from zoo import PolicyModule
+
+POLICIES = discover(zoo, PolicyModule)
+CASES = [(cls, ckpt) for cls in POLICIES for ckpt in cls.tiny_checkpoints]
+
+
+def test_every_policy_declares_tiny_checkpoints():
+    assert POLICIES, "no PolicyModule found"
+    for cls in POLICIES:
+        assert cls.tiny_checkpoints, f"{cls.__name__} declares no tiny checkpoints to test with"
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: c[1])
+def policy(request):
+    cls, ckpt = request.param
+    torch.manual_seed(0)
+    module = cls(pretrained=ckpt)
+    module.configure_model()
+    return module
+
+
+def image_examples() -> list[Example]:
+    """Prompts with one image, two images of other sizes, and no image: media counts differ per row."""
+    task = Rotation(answer_format="bare")
+    one = task.make_example(make_item("image", 0), random.Random(0))
+    two = Example([{"role": "user", "content": [
+        {"type": "image", "image": make_item("image", 1).resize((56, 84))},
+        {"type": "image", "image": make_item("image", 2).resize((84, 56))},
+        {"type": "text", "text": "Which image is taller?"}]}], "first", "two_images")
+    text = Example([{"role": "user", "content": "Say hi."}], "hi", "text")
+    return [one, two, text]
+
+
+def examples_for(policy) -> list[Example]:
+    if "image" in policy.modalities:
+        return image_examples()
+    raise NotImplementedError(f"add examples for {sorted(policy.modalities)}")
+
+
+def test_sample_shapes(policy):
+    rollout = policy.sample(examples_for(policy), 3, max_new_tokens=5)
+    n = 3 * 3
+    assert rollout.size == n and rollout.completion_ids.shape[0] == n
+    assert rollout.completion_ids.shape[1] <= 5
+    assert rollout.completion_mask.shape == rollout.completion_ids.shape
+    assert rollout.completion_mask.dtype == torch.bool and rollout.completion_mask[:, 0].all()
+    assert len(rollout.completions) == n and all(isinstance(t, str) for t in rollout.completions)
+    assert rollout.truncated.shape == (n,)
+    # a row that stopped holds exactly one EOS, at its last counted token
+    for row, mask, cut in zip(rollout.completion_ids, rollout.completion_mask, rollout.truncated, strict=True):
+        if not cut:
+            assert row[mask][-1].item() in policy.eos_ids
+
+
+def test_completions_never_contain_banned_tokens(policy):
+    torch.manual_seed(1)
+    rollout = policy.sample(examples_for(policy), 8, max_new_tokens=12, temperature=1.5)
+    used = set(rollout.completion_ids[rollout.completion_mask].tolist())
+    assert not used & set(policy.banned_ids)
+    media = {policy.tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>")}
+    assert media <= set(policy.banned_ids)
+    assert not set(policy.eos_ids) & set(policy.banned_ids)
+
+
+def test_scoring_log_probs_match_the_sampling_distribution(policy):
+    examples = examples_for(policy)
+    torch.manual_seed(2)
+    rollout = policy.sample(examples, 2, max_new_tokens=6, temperature=0.7)
+    inputs = rollout.prompts.select([b for b in range(len(examples)) for _ in range(2)])
+    torch.manual_seed(2)
+    policy.model.eval()
+    out = policy.model.generate(**inputs, generation_config=policy.generation_config(6, 0.7),
+                                output_scores=True, return_dict_in_generate=True)
+    policy.model.train()
+    scores = torch.stack(out.scores, dim=1).log_softmax(-1)  # [N, L, V], after temperature and suppression
+    sampled = scores.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
+    with torch.no_grad():
+        logps, entropy = policy.token_log_probs(rollout, torch.arange(rollout.size))
+    mask = rollout.completion_mask
+    torch.testing.assert_close(logps[mask], sampled[mask], atol=2e-4, rtol=0)
+    assert torch.isfinite(logps).all() and (entropy[mask] >= 0).all()
+
+
+def test_micro_batches_see_the_same_rows(policy):
+    torch.manual_seed(3)
+    rollout = policy.sample(examples_for(policy), 2, max_new_tokens=4)
+    rows = torch.arange(rollout.size)
+    with torch.no_grad():
+        whole = policy.token_log_probs(rollout, rows)[0]
+        parts = torch.cat([policy.token_log_probs(rollout, rows[i:i + 4])[0] for i in range(0, len(rows), 4)])
+        shuffled = torch.tensor([5, 0, 3])
+        picked = policy.token_log_probs(rollout, shuffled)[0]
+    mask = rollout.completion_mask
+    torch.testing.assert_close(parts[mask], whole[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(picked[mask[shuffled]], whole[shuffled][mask[shuffled]], atol=1e-5, rtol=0)
+
+
+def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
+    cls = type(policy)
+    module = cls(pretrained=policy.pretrained, freeze=["vision"])
+    module.configure_model()
+    frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
+    assert frozen and all(".visual." in n and "merger" not in n for n in frozen)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2,
+                                  weight_decay=0.0)
+    torch.manual_seed(4)
+    rollout = module.sample(examples_for(module), 2, max_new_tokens=4)
+    out = module.training_step(rollout, torch.arange(rollout.size))
+    mask = rollout.completion_mask
+    (-(out["logps"] * mask).sum() - (out["entropy"] * mask).sum()).backward()
+    optimizer.step()
+    for name, param in module.named_parameters():
+        changed = not torch.equal(before[name], param.detach())
+        assert changed == (name not in frozen), f"{name}: changed={changed}, frozen={name in frozen}"
+
+
+def test_save_pretrained_round_trip(policy, tmp_path):
+    policy.save_pretrained(tmp_path)
+    reloaded = type(policy)(pretrained=str(tmp_path))
+    reloaded.configure_model()
+    examples = examples_for(policy)
+    first = policy.sample(examples, 1, max_new_tokens=6, greedy=True)
+    second = reloaded.sample(examples, 1, max_new_tokens=6, greedy=True)
+    assert first.completions == second.completions
+    assert torch.equal(first.completion_ids, second.completion_ids)
+
+
+def test_unsupported_media_is_a_clear_error(policy):
+    kinds = {"image", "video", "audio", "point_cloud"} - policy.modalities
+    kind = sorted(kinds)[0]
+    bad = Example([{"role": "user", "content": [{"type": kind, kind: None}, {"type": "text", "text": "?"}]}],
+                  "x", "bad")
+    with pytest.raises(ValueError, match=kind):
+        policy.encode([bad])
+
+
+def test_unknown_freeze_group_is_a_clear_error(policy):
+    module = type(policy)(pretrained=policy.pretrained, freeze=["wings"])
+    with pytest.raises(ValueError, match="wings"):
+        module.configure_model()

@@ -1,0 +1,106 @@
+"""End-to-end `Trainer.fit` with the GRPO strategy on a tiny policy: options, metrics, micro-batching."""
+
+from functools import partial
+
+import pytest
+import torch
+from lightning.pytorch import Trainer
+
+from callbacks import GRPOMetrics
+from datamodules import PretextDataModule, SyntheticScenes
+from tasks import Rotation
+from zoo import GRPOStrategy, QwenVLPolicy
+from zoo.grpo import functional as F
+
+
+def fit(steps: int = 2, val_size: int = 0, callbacks=(), **grpo):
+    torch.manual_seed(0)
+    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    data = PretextDataModule(SyntheticScenes(size=200), Rotation(labels="letters", answer_format="bare",
+                                                                 format_weight=0.1),
+                             batch_size=4, val_size=val_size)
+    settings = dict(num_generations=4, max_new_tokens=3) | grpo
+    metrics = GRPOMetrics(summary=False)
+    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(**settings), logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[metrics, *callbacks], limit_val_batches=1.0 if val_size else 0,
+                      num_sanity_val_steps=0, val_check_interval=steps if val_size else None)
+    trainer.fit(policy, data)
+    return trainer, policy
+
+
+def params(policy):
+    return {n: p.detach().clone() for n, p in policy.named_parameters()}
+
+
+@pytest.mark.parametrize("loss_type", F.LOSS_TYPES)
+def test_every_loss_type_trains(loss_type):
+    trainer, policy = fit(loss_type=loss_type, epsilon=0.2 if loss_type != "gspo" else 3e-4)
+    logged = trainer.callback_metrics
+    assert trainer.global_step == 2
+    for name in ("train/reward", "train/reward/rotation/accuracy", "train/reward/rotation/format",
+                 "train/grpo/loss", "train/grpo/clip_frac", "train/grpo/entropy", "train/grpo/adv_std",
+                 "train/grpo/frac_zero_std", "train/grpo/completion_len", "perf/sample_s", "perf/score_s",
+                 "perf/train_s", "perf/tokens_per_s"):
+        assert name in logged and torch.isfinite(logged[name]), name
+
+
+def test_reference_kl_iterations_and_options_together():
+    trainer, _ = fit(beta=0.04, kl_estimator="k3", num_iterations=2, scale_rewards="batch",
+                     mask_truncated=True, micro_batch_size=5, beta_schedule="linear", epsilon_high=0.28,
+                     entropy_coef=0.01)
+    # two optimizer steps per rollout: max_steps counts optimizer steps
+    assert trainer.global_step == 2
+    logged = trainer.callback_metrics
+    assert "train/grpo/kl" in logged and torch.isfinite(logged["train/grpo/kl"])
+
+
+def test_reference_kl_is_zero_before_the_first_update():
+    """At step 0 the policy equals its reference, so the k3 estimate is exactly 0."""
+    trainer, _ = fit(steps=1, beta=0.1)
+    assert trainer.callback_metrics["train/grpo/kl"].item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_zero_variance_filter_trains_even_when_no_group_is_informative():
+    trainer, _ = fit(filter_zero_variance=True, micro_batch_size=3)
+    assert trainer.global_step == 2
+
+
+def test_micro_batch_plan():
+    strategy = GRPOStrategy(micro_batch_size=2)
+    plan = strategy._micro_batches(torch.tensor([0, 1, 4, 5, 6]))
+    assert [chunk.tolist() for chunk, _ in plan] == [[0, 1], [4, 5], [6]]
+    assert [live for _, live in plan] == [1.0, 1.0, 1.0]
+    # nothing left after filtering: no chunk at all on a single device (no peer to keep in step with)
+    assert strategy._micro_batches(torch.tensor([], dtype=torch.long)) == []
+
+
+def test_micro_batching_gives_the_same_update():
+    _, whole = fit(steps=2, micro_batch_size=None)
+    _, chunked = fit(steps=2, micro_batch_size=3)
+    for (name, a), b in zip(params(whole).items(), params(chunked).values(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_an_update_changes_the_policy():
+    torch.manual_seed(0)
+    before = QwenVLPolicy("tiny:qwen2_5_vl")
+    before.configure_model()
+    _, after = fit(steps=2, entropy_coef=0.05)  # the entropy bonus guarantees a gradient
+    changed = [n for n, p in params(after).items() if not torch.equal(p, params(before)[n])]
+    assert changed
+
+
+def test_validation_logs_accuracy_per_task():
+    trainer, _ = fit(steps=1, val_size=8)
+    logged = trainer.callback_metrics
+    assert {"val/accuracy", "val/rotation/accuracy", "val/reward"} <= set(logged)
+    assert 0.0 <= logged["val/accuracy"].item() <= 1.0
+
+
+@pytest.mark.parametrize("bad", [dict(num_generations=1), dict(loss_type="ppo"), dict(scale_rewards="rank"),
+                                 dict(kl_estimator="k5"), dict(top_p=0.0), dict(num_iterations=0),
+                                 dict(micro_batch_size=0), dict(beta_schedule="step")])
+def test_bad_settings_fail_at_construction(bad):
+    with pytest.raises(ValueError):
+        GRPOStrategy(**bad)
