@@ -18,7 +18,7 @@ class GRPOMetrics(Callback):
 
     def __init__(self, summary: bool = True):
         self.summary = summary
-        self.history: list[tuple[int, dict[str, float]]] = []
+        self.history: list[tuple[str, dict[str, float]]] = []
         self._eval = Means()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -41,10 +41,10 @@ class GRPOMetrics(Callback):
         for name, value in results.items():
             pl_module.log(f"{prefix}/{name}", value, prog_bar=name == "accuracy", sync_dist=False)
         accuracy = {k.removesuffix("/accuracy"): v for k, v in results.items() if k.endswith("accuracy")}
-        self.history.append((trainer.global_step, accuracy))
+        self.history.append((_when(trainer), accuracy))
         if self.summary:
             shown = ", ".join(f"{k}={v:.3f}" for k, v in accuracy.items())
-            rank_zero_info(f"[zoo] step {trainer.global_step} {prefix} accuracy: {shown}")
+            rank_zero_info(f"[zoo] {prefix} accuracy at {_when(trainer)}: {shown}")
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         self._on_eval_batch_end(outputs, batch)
@@ -60,6 +60,13 @@ class GRPOMetrics(Callback):
 
     def on_fit_end(self, trainer, pl_module):
         if self.summary and len(self.history) >= 2:
-            (first_step, first), (last_step, last) = self.history[0], self.history[-1]
-            rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at step {first_step} -> "
-                           f"{last['accuracy']:.3f} at step {last_step}")
+            (first_at, first), (last_at, last) = self.history[0], self.history[-1]
+            rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at {first_at} -> "
+                           f"{last['accuracy']:.3f} at {last_at}")
+
+
+def _when(trainer) -> str:
+    """Where an evaluation happened: a training step, or the weights evaluated outside fit."""
+    if trainer.state.fn == "fit":
+        return f"step {trainer.global_step}"
+    return f"checkpoint {trainer.ckpt_path}" if trainer.ckpt_path else "start"
