@@ -11,15 +11,7 @@ from tasks import Example, SkipItem, Task
 
 
 class Brightness(Task):
-    """Asks for the mean brightness of an image, rounded down to a multiple of 32.
-
-    Test tasks are discovered by the task contract tests too, so they meet the contract.
-
-    Args:
-        answer_format: See `tasks.Task`.
-        think: See `tasks.Task`.
-        format_weight: See `tasks.Task`.
-    """
+    """Asks for the mean brightness of an image, rounded down to a multiple of 32."""
 
     name = "brightness"
     modality = "image"

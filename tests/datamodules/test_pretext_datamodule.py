@@ -37,15 +37,7 @@ class Numbers(Source):
 
 class Tag(Task):
     """Repeat a number: the item (or an image item's pixel sum), with one draw of the example's random stream
-    in ``meta`` so that examples can be compared.
-
-    Test tasks are discovered by the task contract tests too, so they meet the contract.
-
-    Args:
-        answer_format: See `tasks.Task`.
-        think: See `tasks.Task`.
-        format_weight: See `tasks.Task`.
-    """
+    in ``meta`` so that examples can be compared."""
 
     name = "tag"
     modality = "image"
