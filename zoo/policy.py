@@ -211,6 +211,11 @@ class PolicyModule(LightningModule, ABC):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer),
                                                          "interval": "step"}}
 
+    def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
+        """Batches are lists of `tasks.Example` with PIL media: `encode` moves the tensors it makes, so the
+        batch itself stays put (Lightning would deep-copy every dataclass and image on the way)."""
+        return batch
+
     def validation_step(self, batch, batch_idx):
         raise RuntimeError("a PolicyModule is trained and evaluated by a GRPO strategy: set trainer.strategy "
                            "to zoo.grpo.GRPOStrategy or zoo.grpo.GRPODDPStrategy")

@@ -104,3 +104,9 @@ def test_validation_logs_accuracy_per_task():
 def test_bad_settings_fail_at_construction(bad):
     with pytest.raises(ValueError):
         GRPOStrategy(**bad)
+
+
+def test_single_device_strategy_refuses_several_devices():
+    trainer = Trainer(accelerator="cpu", devices=2, strategy=GRPOStrategy(), logger=False)
+    with pytest.raises(ValueError, match="GRPODDPStrategy"):
+        trainer.strategy.setup_environment()

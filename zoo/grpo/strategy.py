@@ -248,6 +248,12 @@ class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
     def root_device(self) -> torch.device:
         return self.parallel_devices[0] if self.parallel_devices else self._root_device
 
+    def setup_environment(self) -> None:
+        if self.parallel_devices and len(self.parallel_devices) > 1:
+            raise ValueError(f"GRPOStrategy trains on one device but the trainer has {len(self.parallel_devices)}; "
+                             "use zoo.grpo.GRPODDPStrategy")
+        super().setup_environment()
+
 
 class GRPODDPStrategy(GRPOMixin, DDPStrategy):
     """GRPO over DistributedDataParallel: each rank samples its own prompts, gradients are all-reduced.
