@@ -59,8 +59,11 @@ def test_fit_writes_metrics_rollouts_and_config(single):
 
 def test_ddp_two_processes_log_the_same_metrics(single, tmp_path):
     cwd, _ = single
+    # batch-std advantages, a global token mean and micro-batches exercise the cross-rank collectives
     zoo("fit", "--config", QUICKSTART, *SHORT, "--trainer.devices", "2",
-        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy", cwd=tmp_path)
+        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy",
+        "--trainer.strategy.init_args.scale_rewards", "batch", "--trainer.strategy.init_args.loss_type", "dapo",
+        "--trainer.strategy.init_args.micro_batch_size", "24", cwd=tmp_path)
     assert metric_names(tmp_path) == metric_names(cwd)
     config = (run_dir(tmp_path) / "config.yaml").read_text()
     assert "GRPODDPStrategy" in config and "max_new_tokens: 1" in config

@@ -145,11 +145,12 @@ class GRPOMixin:
         return total
 
     def _advantages(self, totals: Tensor) -> Tensor:
+        """``[N]`` advantages of this rank's rows; ``batch`` scaling uses the std over every rank's rewards."""
         if self.scale_rewards != "batch":
             return F.group_advantages(totals, self.scale_rewards).flatten()
         everyone = self.all_gather(totals.to(self.root_device)).reshape(-1, totals.shape[1]).cpu()  # [W*B, G]
-        centred = totals - totals.mean(dim=1, keepdim=True)
-        return (centred / (everyone.std() + 1e-4)).flatten()
+        mine = slice(self.global_rank * len(totals), (self.global_rank + 1) * len(totals))
+        return F.group_advantages(everyone, "batch")[mine].flatten()
 
     def _micro_batches(self, rows: Tensor) -> list[tuple[Tensor, float]]:
         """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks
