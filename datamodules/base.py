@@ -56,6 +56,7 @@ class _ExampleStream(IterableDataset):
         self.source, self.tasks, self.cum_weights = source, tasks, cum_weights
         self.items, self.batch_size, self.seed = items, batch_size, seed
         self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
+        self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
         self.skipped = 0
         self._logged: set[int] = set()
 
@@ -75,7 +76,7 @@ class _ExampleStream(IterableDataset):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
-        for b in range(worker, len(self), workers):
+        for b in range(self.start + worker, len(self), workers):
             skips: list[tuple[int, str]] = []
             examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
             yield _Batch(examples, skips)
@@ -89,7 +90,9 @@ class _ExampleStream(IterableDataset):
         for attempt in range(MAX_CONSECUTIVE_SKIPS):
             index = self.item_index(i + attempt)
             try:
-                return task.make_example(self.source[index], rng)
+                example = task.make_example(self.source[index], rng)
+                example.uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
+                return example
             except SkipItem as err:
                 skips.append((index, str(err)))
         last = ", ".join(f"{self.source.describe(j)} ({why})" for j, why in skips[-3:])
@@ -194,6 +197,29 @@ class _EpochLoader(DataLoader):
             yield list(batch)
 
 
+class _ResumableLoader(_EpochLoader):
+    """The training loader: Lightning stores its `state_dict` in checkpoints, so a run resumed mid-epoch
+    continues with the next batch instead of replaying the epoch from its start."""
+
+    def __init__(self, dataset: _ExampleStream, placement: Placement, progress: Callable[[], int], **kwargs):
+        super().__init__(dataset, placement, **kwargs)
+        self.progress = progress
+        self._resume: tuple[int, int] | None = None
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.dataset.epoch, "batch": self.progress()}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resume = (state["epoch"], state["batch"])
+
+    def __iter__(self) -> Iterator[list[Example]]:
+        epoch = self._place()
+        resuming = self._resume is not None and self._resume[0] == (self.dataset.passes if epoch is None else epoch)
+        self.dataset.start = self._resume[1] if resuming else 0
+        self._resume = None
+        return super().__iter__()
+
+
 class PretextDataModule(LightningDataModule):
     """Batches of pretext examples: items of ``source`` made into prompts with checkable answers by ``tasks``.
 
@@ -269,7 +295,8 @@ class PretextDataModule(LightningDataModule):
         return task.verify(example, completion)
 
     def train_dataloader(self) -> DataLoader:
-        return _EpochLoader(self._stream("train"), self._placement, num_workers=self.num_workers)
+        return _ResumableLoader(self._stream("train"), self._placement, self._batches_done,
+                                num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader | list:
         if not self.val_items:
@@ -293,6 +320,12 @@ class PretextDataModule(LightningDataModule):
                 stream = _HeldOutStream(held_out, items=self.val_items, **common)
             self._streams[split] = stream
         return self._streams[split]
+
+    def _batches_done(self) -> int:
+        """Training batches of the current epoch already trained on (what a checkpoint has seen)."""
+        if self.trainer is None:
+            return 0
+        return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def _placement(self) -> tuple[int | None, int, int]:
         """``(epoch, rank, world size)`` from the trainer, else torch.distributed, else one process; the epoch

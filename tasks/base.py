@@ -29,12 +29,15 @@ class Example:
         answer: Ground truth, JSON-serialisable; never shown to the policy.
         task: Name of the task that made it (used in metric names and to find the verifier).
         meta: Anything the verifier needs (permutation, angle, grid size, ...).
+        uid: A stable name of this example set by the data module (seed, split, epoch, index). Sampling
+            noise is derived from it, so rollouts do not depend on how batches are split across ranks.
     """
 
     messages: list[dict]
     answer: Any
     task: str
     meta: dict = field(default_factory=dict)
+    uid: str = ""
 
     @property
     def prompt_text(self) -> str:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from zoo import tiny
 from zoo.batch import PromptBatch
-from zoo.grpo.rollout import Rollout, completion_mask
+from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, row_seeds
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
@@ -137,27 +137,37 @@ class PolicyModule(LightningModule, ABC):
         return sorted(banned - set(self.eos_ids))
 
     # ---- rollouts -----------------------------------------------------------------------------
-    def generation_config(self, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-                          greedy: bool = False):
-        """Sampling settings for ``generate``, independent of the checkpoint's own generation defaults
-        (instruct models ship low temperatures and top-k that GRPO must not inherit)."""
+    def generation_config(self, max_new_tokens: int):
+        """Greedy ``generate`` settings that ignore the checkpoint's own defaults (instruct models ship low
+        temperatures and top-k that GRPO must not inherit); sampling is added by `SeededSampling`."""
         from transformers import GenerationConfig
 
-        sampling = {} if greedy else dict(temperature=temperature, top_p=top_p, top_k=0)
-        return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=not greedy, eos_token_id=self.eos_ids,
-                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids, **sampling)
+        return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=self.eos_ids,
+                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids)
 
     @torch.no_grad()
     def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
-               temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False) -> Rollout:
-        """Generate ``num_generations`` completions per example (greedy when ``greedy``), in eval mode."""
+               temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed: int | None = None,
+               ) -> Rollout:
+        """Generate ``num_generations`` completions per example, in eval mode.
+
+        Sampling noise of row ``(b, g)`` comes from ``(seed, examples[b].uid, g)``: the same example and seed
+        give the same completion in any batch on any rank. ``seed`` None draws one from torch's generator.
+        ``greedy`` decodes deterministically (temperature 1 for scoring).
+        """
         prompts = self.encode(examples).to(self.device)
         inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
-        config = self.generation_config(max_new_tokens, temperature, top_p, greedy)
+        processors = []
+        if not greedy:
+            seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
+            keys = [f"{ex.uid or b}:{g}" for b, ex in enumerate(examples) for g in range(num_generations)]
+            prompt_length = inputs["input_ids"].shape[1]
+            processors.append(SeededSampling(row_seeds(keys, seed), prompt_length, temperature, top_p))
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(**inputs, generation_config=config)
+            out = self.model.generate(**inputs, generation_config=self.generation_config(max_new_tokens),
+                                      logits_processor=processors)
         finally:
             self.model.train(was_training)
         ids = out[:, inputs["input_ids"].shape[1]:]  # [N, L]

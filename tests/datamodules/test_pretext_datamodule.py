@@ -126,6 +126,18 @@ def test_epochs_differ_and_follow_the_trainer_epoch():
     assert keys(epoch(at_epoch_1)) == second  # the trainer's epoch, not a pass counter
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_restored_loader_continues_mid_epoch(workers):
+    full = keys(epoch(module(attach=dict(current_epoch=0, global_rank=0, world_size=1), num_workers=workers)))
+    dm = module(attach=dict(current_epoch=0, global_rank=0, world_size=1), num_workers=workers)
+    loader = dm.train_dataloader()
+    loader.load_state_dict({"epoch": 0, "batch": 3})
+    assert keys(loader) == full[3:]  # the rest of the epoch, in order
+    assert keys(loader) == full  # the restored position applies to one pass only
+    loader.load_state_dict({"epoch": 5, "batch": 3})  # saved in another epoch: start from the top
+    assert keys(loader) == full
+
+
 def test_epoch_size_sets_the_number_of_batches_and_may_exceed_the_items():
     short = module(n=40, epoch_size=10)
     assert len(short.train_dataloader()) == len(epoch(short)) == 2

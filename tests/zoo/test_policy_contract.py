@@ -9,6 +9,7 @@ import zoo
 from tasks import Example, Rotation
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
+from zoo.grpo.rollout import SeededSampling, row_seeds
 
 POLICIES = discover(zoo, PolicyModule)
 CASES = [(cls, ckpt) for cls in POLICIES for ckpt in cls.tiny_checkpoints]
@@ -73,22 +74,41 @@ def test_completions_never_contain_banned_tokens(policy):
 
 
 def test_scoring_log_probs_match_the_sampling_distribution(policy):
+    """Re-scoring a rollout reproduces the logits generate saw (same positions, rope, media), after the
+    same temperature and suppression."""
     examples = examples_for(policy)
-    torch.manual_seed(2)
-    rollout = policy.sample(examples, 2, max_new_tokens=6, temperature=0.7)
+    rollout = policy.sample(examples, 2, max_new_tokens=6, temperature=0.7, seed=11)
     inputs = rollout.prompts.select([b for b in range(len(examples)) for _ in range(2)])
-    torch.manual_seed(2)
     policy.model.eval()
-    out = policy.model.generate(**inputs, generation_config=policy.generation_config(6, 0.7),
-                                output_scores=True, return_dict_in_generate=True)
+    out = policy.model.generate(**inputs, generation_config=policy.generation_config(6), output_logits=True,
+                                return_dict_in_generate=True,
+                                logits_processor=[SeededSampling(row_seeds(keys(examples, 2), 11),
+                                                                 inputs["input_ids"].shape[1], 0.7)])
     policy.model.train()
-    scores = torch.stack(out.scores, dim=1).log_softmax(-1)  # [N, L, V], after temperature and suppression
-    sampled = scores.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
+    generated = out.sequences[:, inputs["input_ids"].shape[1]:]
+    mask = rollout.completion_mask
+    assert torch.equal(generated[mask], rollout.completion_ids[mask])  # the same seeded samples
+    logits = torch.stack(out.logits, dim=1).float() / 0.7  # [N, L, V] raw logits of generate
+    logits[..., policy.banned_ids] = float("-inf")
+    expected = logits.log_softmax(-1).gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
     with torch.no_grad():
         logps, entropy = policy.token_log_probs(rollout, torch.arange(rollout.size))
-    mask = rollout.completion_mask
-    torch.testing.assert_close(logps[mask], sampled[mask], atol=2e-4, rtol=0)
+    torch.testing.assert_close(logps[mask], expected[mask], atol=2e-4, rtol=0)
     assert torch.isfinite(logps).all() and (entropy[mask] >= 0).all()
+
+
+def keys(examples, g):
+    return [f"{ex.uid or b}:{i}" for b, ex in enumerate(examples) for i in range(g)]
+
+
+def test_seeded_sampling_depends_on_the_example_not_the_batch(policy):
+    examples = examples_for(policy)
+    for i, ex in enumerate(examples):
+        ex.uid = f"ex{i}"
+    together = policy.sample(examples, 3, max_new_tokens=6, seed=5)
+    alone = policy.sample(examples[1:2], 3, max_new_tokens=6, seed=5)  # other batch, other padding
+    assert alone.completions == together.completions[3:6]
+    assert policy.sample(examples, 3, max_new_tokens=6, seed=6).completions != together.completions
 
 
 def test_micro_batches_see_the_same_rows(policy):

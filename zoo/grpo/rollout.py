@@ -1,16 +1,80 @@
 """Rollouts: G sampled completions for each of B prompts, and the model inputs to score them again.
 
 Row ``n`` of every ``[N, ...]`` tensor belongs to prompt ``n // G`` (groups are contiguous).
+
+Sampling is seeded per row: token ``t`` of row ``n`` is drawn with Gumbel-max noise that is a hash of
+(the row's seed, t, token id), computed with integer arithmetic that gives the same bits on every device.
+A row's completion therefore depends only on its example and the step, never on which rank or batch
+position it landed in, so a global batch gives the same rollouts on 1 process or on N.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWarper
 
 from zoo.batch import PromptBatch
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+_GOLDEN, _MIX1, _MIX2 = (_signed(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+
+
+def _shr(x: Tensor, k: int) -> Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+def splitmix64(x: Tensor) -> Tensor:
+    """The splitmix64 finaliser on int64 tensors (multiplication wraps modulo 2**64)."""
+    x = x + _GOLDEN
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    return x ^ _shr(x, 31)
+
+
+def row_seeds(keys: list[str], seed: int) -> Tensor:
+    """One int64 seed per row from a string key per row and a base seed (the same in every process)."""
+    digests = (hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8] for key in keys)
+    return torch.tensor([int.from_bytes(d, "little", signed=True) for d in digests], dtype=torch.long)
+
+
+def gumbel_noise(seeds: Tensor, position: int, vocab: int) -> Tensor:
+    """Gumbel(0, 1) noise ``[N, V]`` for decoding ``position`` of rows with ``seeds`` (``[N]`` int64)."""
+    base = splitmix64(seeds ^ splitmix64(torch.full_like(seeds, position)))[:, None]  # [N, 1]
+    bits = splitmix64(base + torch.arange(1, vocab + 1, device=seeds.device)[None, :] * _GOLDEN)  # [N, V]
+    uniform = (_shr(bits, 11).double() + 0.5) / float(1 << 53)  # (0, 1)
+    return -torch.log(-torch.log(uniform))
+
+
+class SeededSampling(LogitsProcessor):
+    """A ``generate`` logits processor that turns greedy decoding into seeded sampling: temperature and
+    top-p filter the scores, then the argmax of ``scores + gumbel`` is a sample from the filtered softmax.
+
+    Args:
+        seeds: One int64 seed per row, ``[N]``.
+        prompt_length: Length of the (padded) prompt, so positions count generated tokens only.
+        temperature: Divides the logits.
+        top_p: Nucleus threshold (1.0 keeps the full distribution).
+    """
+
+    def __init__(self, seeds: Tensor, prompt_length: int, temperature: float = 1.0, top_p: float = 1.0):
+        self.seeds, self.prompt_length = seeds, prompt_length
+        self.warpers = [TemperatureLogitsWarper(temperature)] + ([TopPLogitsWarper(top_p)] if top_p < 1 else [])
+
+    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        position = input_ids.shape[1] - self.prompt_length
+        noise = gumbel_noise(self.seeds.to(scores.device), position, scores.shape[-1])
+        return scores + noise.to(scores.dtype)
 
 
 def completion_mask(ids: Tensor, eos_ids: list[int]) -> tuple[Tensor, Tensor]:

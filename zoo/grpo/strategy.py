@@ -6,6 +6,7 @@ Lightning's strategies, so launching, precision, checkpointing and gradient sync
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 
@@ -90,7 +91,7 @@ class GRPOMixin:
         module, means = self.lightning_module, Means()
         start = time.perf_counter()
         rollout = module.sample(batch, self.num_generations, max_new_tokens=self.max_new_tokens,
-                                temperature=self.temperature, top_p=self.top_p)
+                                temperature=self.temperature, top_p=self.top_p, seed=self._sampling_seed())
         sampled = time.perf_counter()
         rewards = self._verify(rollout)
         totals = torch.tensor([r.total for r in rewards]).view(len(batch), -1)  # [B, G]
@@ -104,6 +105,12 @@ class GRPOMixin:
                             ("train_s", done - scored), ("tokens_per_s", float(tokens) / (done - start))):
             means.add(f"perf/{name}", value)
         return {"loss": loss, "metrics": means.result(), "rollout": rollout, "rewards": rewards}
+
+    def _sampling_seed(self) -> int:
+        """Seed of this step's sampling noise: the run's seed (`seed_everything`) and the global step, so
+        it is the same on every rank and after a resume."""
+        base = int(os.environ.get("PL_GLOBAL_SEED", 0))
+        return base * 2**32 + self.lightning_module.trainer.global_step
 
     def _verify(self, rollout: Rollout) -> list:
         datamodule = self.lightning_module.trainer.datamodule
