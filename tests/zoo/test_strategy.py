@@ -13,18 +13,20 @@ from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.grpo import functional as F
 
 
-def fit(steps: int = 2, val_size: int = 0, callbacks=(), **grpo):
+def fit(steps: int = 2, val_size: int = 0, callbacks=(), batch_size: int = 4, accumulate: int = 1,
+        optimizer=partial(torch.optim.AdamW, lr=1e-3), **grpo):
     torch.manual_seed(0)
-    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=optimizer)
     data = PretextDataModule(SyntheticScenes(size=200), Rotation(labels="letters", answer_format="bare",
                                                                  format_weight=0.1),
-                             batch_size=4, val_size=val_size)
+                             batch_size=batch_size, val_size=val_size)
     settings = dict(num_generations=4, max_new_tokens=3) | grpo
     metrics = GRPOMetrics(summary=False)
     trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(**settings), logger=False,
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[metrics, *callbacks], limit_val_batches=1.0 if val_size else 0,
-                      num_sanity_val_steps=0, val_check_interval=steps if val_size else None)
+                      num_sanity_val_steps=0, val_check_interval=steps if val_size else None,
+                      accumulate_grad_batches=accumulate)
     trainer.fit(policy, data)
     return trainer, policy
 
@@ -80,6 +82,21 @@ def test_micro_batching_gives_the_same_update():
     _, chunked = fit(steps=2, micro_batch_size=3)
     for (name, a), b in zip(params(whole).items(), params(chunked).values(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_accumulating_two_half_batches_equals_one_full_batch():
+    # plain SGD without clipping: the update is proportional to the gradient, so its scale is checked too
+    settings = dict(steps=2, entropy_coef=0.05, max_grad_norm=None, optimizer=partial(torch.optim.SGD, lr=0.5))
+    trainer, half = fit(batch_size=2, accumulate=2, **settings)
+    assert trainer.global_step == 2  # optimizer steps, not batches
+    _, full = fit(batch_size=4, **settings)
+    for (name, a), b in zip(params(full).items(), params(half).values(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_accumulation_and_several_iterations_do_not_mix():
+    with pytest.raises(ValueError, match="accumulate_grad_batches"):
+        fit(steps=1, accumulate=2, num_iterations=2)
 
 
 def test_an_update_changes_the_policy():

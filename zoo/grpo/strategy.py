@@ -85,7 +85,17 @@ class GRPOMixin:
         self.num_iterations, self.mask_truncated = num_iterations, mask_truncated
         self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
         self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
+        self.accumulate_grad_batches = 1
 
+    def connect(self, model) -> None:
+        """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
+        the strategy then steps the optimizer once per that many batches, each group intact in its batch."""
+        super().connect(model)
+        trainer = model._trainer
+        if trainer is not None and trainer.accumulate_grad_batches > 1:
+            _check(self.num_iterations == 1, "num_iterations > 1 reuses each rollout for several optimizer "
+                                             "steps; it cannot be combined with accumulate_grad_batches")
+            self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
         module, means = self.lightning_module, Means()
@@ -97,7 +107,7 @@ class GRPOMixin:
         totals = torch.tensor([r.total for r in rewards]).view(len(batch), -1)  # [B, G]
         means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
         scored = time.perf_counter()
-        loss = self._update(rollout, totals, means)
+        loss = self._update(rollout, totals, means, step=self._steps_now(batch_idx))
         done = time.perf_counter()
         tokens = rollout.prompts.tensors["attention_mask"].sum() * self.num_generations
         tokens = tokens + rollout.completion_mask.sum()
@@ -119,8 +129,14 @@ class GRPOMixin:
                                "datamodules.PretextDataModule")
         return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
 
-    def _update(self, rollout: Rollout, totals: Tensor, means: Means) -> Tensor:
-        """Advantages, then ``num_iterations`` optimizer steps over micro-batches of the kept rows."""
+    def _steps_now(self, batch_idx: int) -> bool:
+        """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
+        last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
+        return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
+
+    def _update(self, rollout: Rollout, totals: Tensor, means: Means, step: bool) -> Tensor:
+        """Advantages, then ``num_iterations`` optimizer steps over micro-batches of the kept rows (or, when
+        accumulating, gradients added to the window, with an optimizer step only when ``step``)."""
         device = self.root_device
         advantages = self._advantages(totals).to(device)  # [N]
         zero_std = F.zero_std_groups(totals)  # [B]
@@ -138,12 +154,13 @@ class GRPOMixin:
         total = torch.zeros((), device=device)
         for _ in range(self.num_iterations):
             for i, (chunk, live) in enumerate(plan):
-                with self._sync_context(last=i == len(plan) - 1):
+                with self._sync_context(last=step and i == len(plan) - 1):
                     out = super().training_step(rollout, chunk)
                     loss = self._loss(out, chunk, advantages, mask, old, ref, norm, means if live else None)
-                    self.lightning_module.manual_backward(loss * live)
+                    self.lightning_module.manual_backward(loss * live / self.accumulate_grad_batches)
                 total += loss.detach() * live / self.num_iterations
-            self._optimizer_step(means)
+            if step:
+                self._optimizer_step(means)
         means.add("train/grpo/loss", total.item())
         means.add("train/grpo/adv_std", advantages.std().item())
         means.add("train/grpo/frac_zero_std", zero_std.float().mean().item())
