@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,53 @@ def test_ddp_two_processes_log_the_same_metrics(single, tmp_path):
     assert "GRPODDPStrategy" in config and "max_new_tokens: 1" in config
 
 
+def test_fsdp_two_processes_then_resume_on_one(single, tmp_path):
+    cwd, _ = single
+    two, one = tmp_path / "two", tmp_path / "one"
+    two.mkdir(), one.mkdir()
+    fsdp = ["--trainer.strategy.class_path", "zoo.grpo.GRPOFSDPStrategy",
+            "--trainer.strategy.init_args.micro_batch_size", "24"]
+    zoo("fit", "--config", QUICKSTART, *SHORT, "--trainer.devices", "2", *fsdp, cwd=two)
+    assert metric_names(two) == metric_names(cwd)
+    (ckpt,) = (run_dir(two) / "checkpoints").glob("*.ckpt")
+    assert {"__0_0.distcp", "__1_0.distcp"} <= {p.name for p in ckpt.iterdir()}  # one shard per rank
+    args = [a if a != "4" else "6" for a in SHORT]
+    result = zoo("fit", "--config", QUICKSTART, *args, *fsdp, "--ckpt_path", str(ckpt), cwd=one)
+    assert "`max_steps=6` reached" in result.stderr
+
+
+def trained_weights(cwd: Path) -> dict:
+    import torch
+
+    (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
+    return torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+
+
+def test_one_process_and_two_processes_train_the_same_global_batch_alike(tmp_path):
+    """4 prompts a step on 1 process, or 2 on each of 2: same rollouts, same rewards, same update."""
+    import torch
+
+    common = ["--trainer.max_steps", "3", "--trainer.log_every_n_steps", "1", "--validate_before_fit", "false",
+              "--data.init_args.val_size", "0", "--rollouts.every_n_steps", "1", "--rollouts.max_rows", "16",
+              "--trainer.strategy.init_args.entropy_coef", "0.05"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "4", cwd=one)
+    zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "2", "--trainer.devices", "2",
+        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy", cwd=two)
+    rows = [[json.loads(line) for line in (run_dir(d) / "rollouts.jsonl").read_text().splitlines()]
+            for d in (one, two)]
+    # rank 0 of the 2-process run holds global prompts 0 and 1, which are rows 0-15 on 1 process
+    assert [(r["step"], r["completion"], r["reward"]) for r in rows[0]] == \
+           [(r["step"], r["completion"], r["reward"]) for r in rows[1]]
+    with open(run_dir(one) / "metrics.csv") as f1, open(run_dir(two) / "metrics.csv") as f2:
+        rewards = [[float(r["train/reward"]) for r in csv.DictReader(f) if r.get("train/reward")] for f in (f1, f2)]
+    assert rewards[0] == pytest.approx(rewards[1], abs=1e-6)
+    first, second = trained_weights(one), trained_weights(two)
+    for name, value in first.items():
+        torch.testing.assert_close(second[name], value, atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_validate_and_test_from_a_checkpoint(single, tmp_path):
     cwd, _ = single
     (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
@@ -78,16 +126,16 @@ def test_validate_and_test_from_a_checkpoint(single, tmp_path):
         assert f"{'val' if command == 'validate' else 'test'} accuracy at checkpoint" in result.stderr
 
 
-def test_fit_resumes_from_a_checkpoint(single, tmp_path):
+def test_fit_resumes_from_the_last_checkpoint(single, tmp_path):
     cwd, _ = single
-    (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
+    shutil.copytree(cwd / "runs", tmp_path / "runs")
     args = [a if a != "4" else "6" for a in SHORT]  # two more steps than the checkpoint's 4
-    result = zoo("fit", "--config", QUICKSTART, *args, "--ckpt_path", str(ckpt), cwd=tmp_path)
+    result = zoo("fit", "--config", QUICKSTART, *args, "--ckpt_path", "last", cwd=tmp_path)
     # the validation before fit scores the restored weights: the same accuracy the first run ended with
     final = re.search(r"val accuracy at step 4: (accuracy=[0-9.]+)", single[1].stderr)[1]
     assert re.search(rf"val accuracy at checkpoint \S+: {final}", result.stderr)
     assert "`max_steps=6` reached" in result.stderr
-    with open(run_dir(tmp_path) / "metrics.csv") as f:
+    with open(tmp_path / "runs" / "lightning_logs" / "version_1" / "metrics.csv") as f:
         steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/reward")]
     # two more rollouts; Lightning's logging step restarts from the checkpoint's (saved during the
     # validation of batch 4, so it may read 3)

@@ -15,8 +15,12 @@ class ParseOnly(ZooCLI):
         """Parsing is the test; building sources would need the papers' datasets."""
 
 
+def parse_args(args: list[str]):
+    return cli(args, run=False, cli_class=ParseOnly)
+
+
 def parse(path: str):
-    return cli(["--config", path], run=False, cli_class=ParseOnly)
+    return parse_args(["--config", path])
 
 
 def test_configs_are_found():
@@ -39,3 +43,17 @@ def test_a_typo_fails_at_parse_time(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse(str(tmp_path / "bad.yaml"))
     assert "max_new_tokenz" in capsys.readouterr().err
+
+
+TRAINER_GROUPS = sorted(str(p) for p in Path(__file__).parents[1].glob("configs/trainer/*.yaml"))
+
+
+@pytest.mark.parametrize("group", TRAINER_GROUPS, ids=lambda p: Path(p).name)
+def test_trainer_groups_compose_with_an_experiment(group):
+    quickstart = next(p for p in CONFIGS if p.endswith("quickstart.yaml"))
+    config = parse_args(["--config", quickstart, "--trainer", group]).config
+    strategy = config.trainer.strategy
+    assert strategy.class_path.startswith("zoo.grpo.GRPO")
+    # the experiment's GRPO settings survive the change of strategy class
+    assert strategy.init_args.max_new_tokens == 1 and strategy.init_args.num_generations == 8
+    assert config.trainer.accelerator == "gpu"

@@ -1,9 +1,9 @@
 """zoo: multimodal policies as LightningModules, GRPO as a Lightning strategy, offline tiny models."""
 
 from zoo.batch import MediaSpec, PromptBatch
-from zoo.grpo import GRPODDPStrategy, GRPOMixin, GRPOStrategy, Rollout
+from zoo.grpo import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy, Rollout
 from zoo.policy import PolicyModule
 from zoo.qwen_vl import QwenVLPolicy
 
-__all__ = ["GRPODDPStrategy", "GRPOMixin", "GRPOStrategy", "MediaSpec", "PolicyModule", "PromptBatch",
+__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "MediaSpec", "PolicyModule", "PromptBatch",
            "QwenVLPolicy", "Rollout"]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.cli import LightningCLI
@@ -33,11 +34,31 @@ class ZooCLI(LightningCLI):
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
 
+    def before_instantiate_classes(self) -> None:
+        config = self.config.get(self.subcommand) if self.subcommand else None
+        if config is not None and config.get("ckpt_path") == "last":
+            config.ckpt_path = str(latest_checkpoint(_run_roots(config)))
+
     def before_fit(self) -> None:
         config = self.config[self.subcommand]
         if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
             self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
                                   verbose=False)
+
+
+def _run_roots(config) -> list[Path]:
+    """Where this configuration writes runs: the logger's save_dir and the trainer's root dir."""
+    logger = config.trainer.get("logger")
+    save_dir = logger.get("init_args", {}).get("save_dir") if isinstance(logger, dict) else None
+    return [Path(p) for p in (save_dir, config.trainer.get("default_root_dir") or ".") if p]
+
+
+def latest_checkpoint(roots: list[Path]) -> Path:
+    """The most recently written ``*.ckpt`` (file or distributed-checkpoint folder) under ``roots``."""
+    found = [p for root in roots if root.exists() for p in root.glob("**/checkpoints/*.ckpt")]
+    if not found:
+        raise FileNotFoundError(f"--ckpt_path last: no checkpoints/*.ckpt under {[str(r) for r in roots]}")
+    return max(found, key=lambda p: p.stat().st_mtime)
 
 
 def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwargs) -> ZooCLI:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from typing import ClassVar
 
 import torch
@@ -22,6 +23,26 @@ from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, row_seeds
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@contextmanager
+def unsharded(model: nn.Module):
+    """Gather FSDP2-sharded parameters once for a whole ``generate`` call (one all-gather per rollout, not
+    one per decoding step) and shard them again afterwards; a no-op for an unsharded model."""
+    from torch.distributed.fsdp import FSDPModule
+
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    if units:  # generate may run the vision blocks before the root: make the root FSDP's root first
+        units[0]._get_fsdp_state()._lazy_init()
+    for unit in units:
+        unit.set_reshard_after_forward(False, recurse=False)
+        unit.unshard()
+    try:
+        yield
+    finally:
+        for unit in units:
+            unit.set_reshard_after_forward(True, recurse=False)
+            unit.reshard()
 
 
 class PolicyModule(LightningModule, ABC):
@@ -103,11 +124,26 @@ class PolicyModule(LightningModule, ABC):
         self._apply_freeze()
         if self.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
+        self._shard(self.model)
         self.eos_ids = self._eos_ids()
         self.banned_ids = self._banned_ids()
         vocab = self.model.get_output_embeddings().weight.shape[0]
         self.register_buffer("banned_mask", torch.zeros(vocab, dtype=torch.bool), persistent=False)
         self.banned_mask[self.banned_ids] = True
+
+    def _shard(self, model: nn.Module) -> None:
+        """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard every block the checkpoint
+        names in ``_no_split_modules`` (decoder layers, vision / audio encoder blocks), then the root."""
+        if self._device_mesh is None:
+            return
+        from torch.distributed.fsdp import fully_shard
+
+        kwargs = dict(mesh=self._device_mesh["data_parallel"], **getattr(self.trainer.strategy, "fsdp_kwargs", {}))
+        block_names = set(getattr(model, "_no_split_modules", None) or [])
+        for module in model.modules():
+            if type(module).__name__ in block_names:
+                fully_shard(module, **kwargs)
+        fully_shard(model, **kwargs)
 
     def _apply_freeze(self) -> None:
         groups = self.module_groups()
@@ -166,8 +202,9 @@ class PolicyModule(LightningModule, ABC):
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(**inputs, generation_config=self.generation_config(max_new_tokens),
-                                      logits_processor=processors)
+            with unsharded(self.model):
+                out = self.model.generate(**inputs, generation_config=self.generation_config(max_new_tokens),
+                                          logits_processor=processors)
         finally:
             self.model.train(was_training)
         ids = out[:, inputs["input_ids"].shape[1]:]  # [N, L]
@@ -207,7 +244,9 @@ class PolicyModule(LightningModule, ABC):
         """Log-probs under the frozen initial weights (loaded once from ``pretrained`` on first use)."""
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
             reference, _ = self.load(tiny.resolve(self.pretrained))
-            self.__dict__["_reference"] = reference.to(self.device).eval().requires_grad_(False)
+            reference.eval().requires_grad_(False)
+            self._shard(reference)
+            self.__dict__["_reference"] = reference.to(self.device)
         return self.token_log_probs(rollout, rows, model=self.__dict__["_reference"])[0]
 
     # ---- Lightning ----------------------------------------------------------------------------

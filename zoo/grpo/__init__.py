@@ -1,6 +1,6 @@
 """GRPO: pure loss math (`functional`), rollouts, and the Lightning strategies."""
 
 from zoo.grpo.rollout import Rollout
-from zoo.grpo.strategy import GRPODDPStrategy, GRPOMixin, GRPOStrategy
+from zoo.grpo.strategy import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy
 
-__all__ = ["GRPODDPStrategy", "GRPOMixin", "GRPOStrategy", "Rollout"]
+__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "Rollout"]

@@ -1,17 +1,18 @@
 """GRPO as a Lightning Strategy: one training step = sample, verify, advantages, then policy updates.
 
-`GRPOMixin` holds the algorithm; `GRPOStrategy` (one device) and `GRPODDPStrategy` (DDP) add it to
-Lightning's strategies, so launching, precision, checkpointing and gradient sync stay Lightning's.
+`GRPOMixin` holds the algorithm; `GRPOStrategy` (one device), `GRPODDPStrategy` (DDP) and `GRPOFSDPStrategy`
+(FSDP2) add it to Lightning's strategies, so launching, precision, checkpointing and gradient sync stay
+Lightning's.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
-from lightning.pytorch.strategies import DDPStrategy, ParallelStrategy, SingleDeviceStrategy
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
 from zoo.grpo import functional as F
@@ -236,6 +237,7 @@ class GRPOMixin:
         if self.max_grad_norm is not None:
             params = [p for p in module.parameters() if p.requires_grad]
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+            norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor under FSDP2
             means.add("train/grpo/grad_norm", float(norm) / self.num_iterations)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -287,3 +289,55 @@ class GRPODDPStrategy(GRPOMixin, DDPStrategy):
         **kwargs: GRPO settings (see `GRPOMixin`) and `DDPStrategy` arguments (``process_group_backend``,
             ``find_unused_parameters``, ``start_method``, ...).
     """
+
+
+class GRPOFSDPStrategy(GRPOMixin, ModelParallelStrategy):
+    """GRPO over FSDP2: parameters, gradients and optimizer states sharded across all ranks (Lightning's
+    `ModelParallelStrategy` with a data-parallel mesh over every process; the policy shards its blocks in
+    ``configure_model``). Generation gathers the parameters once per rollout. Checkpoints are distributed
+    (a folder of shards) and load on any number of processes.
+
+    Args:
+        param_dtype: Dtype the parameters are gathered in for compute (e.g. ``bfloat16`` over fp32 shards);
+            None computes in the parameters' own dtype.
+        reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses ``param_dtype``.
+        **kwargs: GRPO settings (see `GRPOMixin`) and `ModelParallelStrategy` arguments
+            (``save_distributed_checkpoint``, ``process_group_backend``, ``timeout``).
+    """
+
+    def __init__(self, param_dtype: str | None = None, reduce_dtype: str | None = "float32", **kwargs):
+        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, **kwargs)
+        for name, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
+            _check(value is None or isinstance(getattr(torch, value, None), torch.dtype),
+                   f"{name} must name a torch dtype such as 'bfloat16', got {value!r}")
+        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
+
+    @property
+    def fsdp_kwargs(self) -> dict:
+        """Keyword arguments of ``fully_shard`` for the policy's blocks (the mixed-precision policy)."""
+        if self.param_dtype is None:
+            return {}
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        reduce = getattr(torch, self.reduce_dtype) if self.reduce_dtype else None
+        return {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, self.param_dtype),
+                                                  reduce_dtype=reduce)}
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.world_size  # every process is a data-parallel shard
+        super().setup_environment()
+
+    def _sync_context(self, last: bool):
+        """Skip the gradient reduce-scatter on every micro-batch but the last."""
+        if last:
+            return nullcontext()
+        return _no_gradient_sync(self.lightning_module.model)
+
+
+@contextmanager
+def _no_gradient_sync(model):
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
