@@ -62,7 +62,7 @@ def test_ddp_two_processes_log_the_same_metrics(single, tmp_path):
     cwd, _ = single
     # batch-std advantages, a global token mean and micro-batches exercise the cross-rank collectives
     zoo("fit", "--config", QUICKSTART, *SHORT, "--trainer.devices", "2",
-        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy",
+        "--trainer.strategy", "zoo.grpo.GRPODDPStrategy",
         "--trainer.strategy.init_args.scale_rewards", "batch", "--trainer.strategy.init_args.loss_type", "dapo",
         "--trainer.strategy.init_args.micro_batch_size", "24", cwd=tmp_path)
     assert metric_names(tmp_path) == metric_names(cwd)
@@ -74,10 +74,11 @@ def test_fsdp_two_processes_then_resume_on_one(single, tmp_path):
     cwd, _ = single
     two, one = tmp_path / "two", tmp_path / "one"
     two.mkdir(), one.mkdir()
-    fsdp = ["--trainer.strategy.class_path", "zoo.grpo.GRPOFSDPStrategy",
-            "--trainer.strategy.init_args.micro_batch_size", "24"]
+    # a KL term loads the reference model, sharded like the policy
+    fsdp = ["--trainer.strategy", "zoo.grpo.GRPOFSDPStrategy", "--trainer.strategy.init_args.micro_batch_size",
+            "24", "--trainer.strategy.init_args.beta", "0.04"]
     zoo("fit", "--config", QUICKSTART, *SHORT, "--trainer.devices", "2", *fsdp, cwd=two)
-    assert metric_names(two) == metric_names(cwd)
+    assert metric_names(two) == metric_names(cwd) | {"train/grpo/kl"}
     (ckpt,) = (run_dir(two) / "checkpoints").glob("*.ckpt")
     assert {"__0_0.distcp", "__1_0.distcp"} <= {p.name for p in ckpt.iterdir()}  # one shard per rank
     args = [a if a != "4" else "6" for a in SHORT]
@@ -103,7 +104,7 @@ def test_one_process_and_two_processes_train_the_same_global_batch_alike(tmp_pat
     one.mkdir(), two.mkdir()
     zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "4", cwd=one)
     zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "2", "--trainer.devices", "2",
-        "--trainer.strategy.class_path", "zoo.grpo.GRPODDPStrategy", cwd=two)
+        "--trainer.strategy", "zoo.grpo.GRPODDPStrategy", cwd=two)
     rows = [[json.loads(line) for line in (run_dir(d) / "rollouts.jsonl").read_text().splitlines()]
             for d in (one, two)]
     # rank 0 of the 2-process run holds global prompts 0 and 1, which are rows 0-15 on 1 process

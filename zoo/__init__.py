@@ -5,5 +5,5 @@ from zoo.grpo import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy,
 from zoo.policy import PolicyModule
 from zoo.qwen_vl import QwenVLPolicy
 
-__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "MediaSpec", "PolicyModule", "PromptBatch",
-           "QwenVLPolicy", "Rollout"]
+__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "MediaSpec", "PolicyModule",
+           "PromptBatch", "QwenVLPolicy", "Rollout"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lightning.pytorch import LightningDataModule
+from lightning.pytorch import LightningDataModule, Trainer
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.strategies import Strategy
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
@@ -22,6 +23,19 @@ TRAINER_DEFAULTS = {
     "num_sanity_val_steps": 0,
     "log_every_n_steps": 10,
 }
+
+
+class ZooTrainer(Trainer):
+    """Lightning's Trainer with ``strategy`` typed as a Strategy class (not a registry name), so
+    ``--trainer.strategy GRPODDPStrategy`` switches the class and keeps the GRPO settings of the config.
+
+    Args:
+        strategy: A GRPO strategy (``zoo.grpo.GRPOStrategy``, ``GRPODDPStrategy``, ``GRPOFSDPStrategy``).
+        **kwargs: Arguments of `lightning.pytorch.Trainer`.
+    """
+
+    def __init__(self, strategy: Strategy, **kwargs):
+        super().__init__(strategy=strategy, **kwargs)
 
 
 class ZooCLI(LightningCLI):
@@ -64,9 +78,9 @@ def latest_checkpoint(roots: list[Path]) -> Path:
 def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwargs) -> ZooCLI:
     """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # data workers fork after tokenizer use
-    return cli_class(PolicyModule, LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
-                  save_config_kwargs={"overwrite": True}, trainer_defaults=TRAINER_DEFAULTS,
-                  seed_everything_default=0, args=args, **kwargs)
+    return cli_class(PolicyModule, LightningDataModule, trainer_class=ZooTrainer, subclass_mode_model=True,
+                     subclass_mode_data=True, save_config_kwargs={"overwrite": True},
+                     trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
 def main() -> None:

@@ -12,9 +12,11 @@ from tasks import Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.grpo import functional as F
 
+ADAMW = partial(torch.optim.AdamW, lr=1e-3)
+
 
 def fit(steps: int = 2, val_size: int = 0, callbacks=(), batch_size: int = 4, accumulate: int = 1,
-        optimizer=partial(torch.optim.AdamW, lr=1e-3), **grpo):
+        optimizer=ADAMW, **grpo):
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=optimizer)
     data = PretextDataModule(SyntheticScenes(size=200), Rotation(labels="letters", answer_format="bare",
