@@ -1,7 +1,7 @@
 """Self-supervised pretext tasks: example generators plus verifiers, usable without Lightning."""
 
 from tasks import answers
-from tasks.base import Example, Reward, SkipItem, Task
+from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.image import *  # noqa: F403  (short class names on the command line)
 
-__all__ = ["Example", "Reward", "SkipItem", "Task", "answers"]
+__all__ = ["Example", "Reward", "SkipItem", "Task", "Video", "answers"]

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from tasks import answers
 
 log = logging.getLogger(__name__)
@@ -18,6 +20,26 @@ log = logging.getLogger(__name__)
 
 class SkipItem(Exception):
     """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...)."""
+
+
+@dataclass
+class Video:
+    """A decoded video item: what video sources yield and video tasks consume.
+
+    Attributes:
+        frames: Sampled frames, ``[T, H, W, 3]`` uint8 RGB.
+        fps: Frames per second of ``frames`` (after sampling), so frame ``t`` is at ``t / fps`` seconds.
+        name: Where it came from (a path, or a synthetic id), for logs.
+    """
+
+    frames: np.ndarray
+    fps: float
+    name: str = ""
+
+    @property
+    def duration(self) -> float:
+        """Seconds covered by the sampled frames."""
+        return len(self.frames) / self.fps
 
 
 @dataclass

@@ -32,4 +32,17 @@ def make_item(modality: str, seed: int = 0):
         arr = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (h + w)], -1).astype(np.uint8)
         arr = arr + rng.integers(0, 8, arr.shape, dtype=np.uint8)
         return Image.fromarray(arr)
+    if modality == "video":
+        from tasks import Video
+
+        # 16 frames at 4 fps: a gradient background and a bright square moving left to right
+        t, h, w = 16, 48, 64
+        y, x = np.mgrid[0:h, 0:w]
+        frames = np.empty((t, h, w, 3), np.uint8)
+        for i in range(t):
+            frames[i] = np.stack([x * 255 // w, y * 255 // h, np.full_like(x, 40 + 8 * i)], -1)
+            left = 2 + 3 * i
+            frames[i, 16:32, left:left + 12] = (255, 255, 0)
+        frames = frames + rng.integers(0, 6, frames.shape, dtype=np.uint8)
+        return Video(frames=frames, fps=4.0, name=f"sample-video-{seed}")
     raise NotImplementedError(f"no sample item for modality {modality!r}")
