@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
@@ -10,17 +11,31 @@ from zoo.policy import PolicyModule
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 MEDIA = {
     "image": MediaSpec(per_item=("image_grid_thw",), flat="pixel_values", grid="image_grid_thw"),
+    "video": MediaSpec(per_item=("video_grid_thw", "second_per_grid_ts"), flat="pixel_values_videos",
+                       grid="video_grid_thw"),
 }
+PLACEHOLDERS = {"image": ("<|image_pad|>", "image_grid_thw"), "video": ("<|video_pad|>", "video_grid_thw")}
 
 
-def media_parts(example, kind: str) -> list:
-    """The media objects of one kind in an example's messages, in order."""
-    return [part[kind] for message in example.messages if not isinstance(message["content"], str)
+def media_parts(example, kind: str) -> list[dict]:
+    """The content parts of one kind in an example's messages, in order."""
+    return [part for message in example.messages if not isinstance(message["content"], str)
             for part in message["content"] if part["type"] == kind]
 
 
+def video_input(part: dict) -> tuple[np.ndarray, dict]:
+    """Frames ``[T, H, W, 3]`` of a video part and the metadata the processors need (no resampling: the
+    source already sampled the frames, at ``part["fps"]`` frames per second)."""
+    frames = part["video"]
+    frames = np.stack([np.asarray(f.convert("RGB")) for f in frames]) if isinstance(frames, list) else frames
+    metadata = {"fps": float(part["fps"]), "total_num_frames": len(frames), "frames_indices": list(range(len(frames)))}
+    return frames, metadata
+
+
 class QwenVLPolicy(PolicyModule):
-    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision-language policy (images, several per prompt allowed).
+    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision-language policy: images and videos, several per prompt,
+    mixed in one batch. Video parts carry already-sampled frames and their ``fps`` (Qwen2.5-VL turns it into
+    ``second_per_grid_ts``, Qwen3-VL into timestamps in the prompt).
 
     Args:
         pretrained: Hub id (e.g. ``Qwen/Qwen2.5-VL-3B-Instruct``), local directory, or ``tiny:qwen2_5_vl``
@@ -30,7 +45,7 @@ class QwenVLPolicy(PolicyModule):
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
-    modalities = frozenset({"text", "image"})
+    modalities = frozenset({"text", "image", "video"})
     tiny_checkpoints = ("tiny:qwen2_vl", "tiny:qwen2_5_vl", "tiny:qwen3_vl")
 
     def __init__(self, pretrained: str, min_pixels: int | None = None,
@@ -48,16 +63,34 @@ class QwenVLPolicy(PolicyModule):
         pixels = {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels)) if v}
         processor = AutoProcessor.from_pretrained(path, **pixels)
         model = AutoModelForImageTextToText.from_pretrained(path, **self.load_kwargs())
+        # Qwen3-VL: cap pixels per frame as the reference implementation (qwen-vl-utils) does
+        self._video_kwargs = {"cap_pixels_per_frame": True} if model_type == "qwen3_vl" else {}
         return model, processor
 
     def encode(self, examples: list) -> PromptBatch:
         self._check_media(examples)
         texts = [self.processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
                  for ex in examples]
-        images = [media_parts(ex, "image") for ex in examples]
-        flat_images = [img.convert("RGB") for per_example in images for img in per_example]
-        tensors = self.processor(text=texts, images=flat_images or None, padding=True, return_tensors="pt")
-        return PromptBatch(tensors=dict(tensors), items={"image": [len(i) for i in images]}, specs=MEDIA)
+        parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
+        kwargs = {"images": [p["image"].convert("RGB") for per in parts["image"] for p in per] or None}
+        videos = [video_input(p) for per in parts["video"] for p in per]
+        if videos:
+            kwargs |= dict(videos=[v for v, _ in videos], video_metadata=[m for _, m in videos],
+                           do_sample_frames=False, **self._video_kwargs)
+        tensors = dict(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
+        self._check_placeholders(tensors)
+        return PromptBatch(tensors=tensors, items={k: [len(p) for p in v] for k, v in parts.items()}, specs=MEDIA)
+
+    def _check_placeholders(self, tensors: dict) -> None:
+        """Each media item must have exactly its number of placeholder tokens in the prompt (a template
+        that drops them, or truncation, would otherwise fail deep inside the model)."""
+        merge = self.model.config.vision_config.spatial_merge_size ** 2
+        for kind, (token, grid) in PLACEHOLDERS.items():
+            expected = int(tensors[grid].prod(-1).sum()) // merge if grid in tensors else 0
+            found = int((tensors["input_ids"] == self.tokenizer.convert_tokens_to_ids(token)).sum())
+            if found != expected:
+                raise ValueError(f"the prompts hold {found} {token} tokens but the {kind} inputs need {expected}: "
+                                 "does the chat template keep every media part, and is nothing truncated?")
 
     def _check_media(self, examples: list) -> None:
         for ex in examples:

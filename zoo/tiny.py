@@ -129,7 +129,9 @@ def _qwen3_vl(tok):
                            num_position_embeddings=256, deepstack_visual_indexes=[0], patch_size=16),
         **_token_ids(tok))
     image = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
-    video = Qwen3VLVideoProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
+    # Qwen3-VL bounds the pixels of a whole clip (frames x height x width), not of one frame
+    video = Qwen3VLVideoProcessor(patch_size=16, merge_size=2,
+                                  size={"shortest_edge": 64 * 64, "longest_edge": 16 * 256 * 256})
     return config, Qwen3VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
                                     chat_template=CHAT_TEMPLATE)
 

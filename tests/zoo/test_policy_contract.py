@@ -42,15 +42,31 @@ def image_examples() -> list[Example]:
     return [one, two, text]
 
 
+def video_examples() -> list[Example]:
+    """A video-only prompt and a prompt mixing an image and a shorter video at another frame rate."""
+    video = make_item("video", 3)
+    clip = {"type": "video", "video": video.frames[:6], "fps": video.fps}
+    short = {"type": "video", "video": video.frames[::4], "fps": video.fps / 4}
+    image = {"type": "image", "image": make_item("image", 4).resize((56, 56))}
+    return [Example([{"role": "user", "content": [clip, {"type": "text", "text": "Which way?"}]}], "left", "v"),
+            Example([{"role": "user", "content": [image, short, {"type": "text", "text": "Same?"}]}], "no", "iv")]
+
+
 def examples_for(policy) -> list[Example]:
+    examples = []
     if "image" in policy.modalities:
-        return image_examples()
-    raise NotImplementedError(f"add examples for {sorted(policy.modalities)}")
+        examples += image_examples()
+    if "video" in policy.modalities:
+        examples += video_examples()
+    if not examples:
+        raise NotImplementedError(f"add examples for {sorted(policy.modalities)}")
+    return examples
 
 
 def test_sample_shapes(policy):
-    rollout = policy.sample(examples_for(policy), 3, max_new_tokens=5)
-    n = 3 * 3
+    examples = examples_for(policy)
+    rollout = policy.sample(examples, 3, max_new_tokens=5)
+    n = 3 * len(examples)
     assert rollout.size == n and rollout.completion_ids.shape[0] == n
     assert rollout.completion_ids.shape[1] <= 5
     assert rollout.completion_mask.shape == rollout.completion_ids.shape
