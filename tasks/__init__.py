@@ -3,5 +3,6 @@
 from tasks import answers
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.image import *  # noqa: F403  (short class names on the command line)
+from tasks.video import *  # noqa: F403
 
 __all__ = ["Example", "Reward", "SkipItem", "Task", "Video", "answers"]

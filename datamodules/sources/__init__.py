@@ -3,5 +3,7 @@
 from datamodules.sources.base import Source
 from datamodules.sources.image_folder import ImageFolder
 from datamodules.sources.synthetic import SyntheticScenes
+from datamodules.sources.synthetic_video import SyntheticVideos
+from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["ImageFolder", "Source", "SyntheticScenes"]
+__all__ = ["ImageFolder", "Source", "SyntheticScenes", "SyntheticVideos", "VideoFolder"]

@@ -46,18 +46,37 @@ def _junk(task, example):
     ]
 
 
+def _freeze(value):
+    """A comparable stand-in for a content value: images and arrays by their bytes (an array's repr elides)."""
+    if isinstance(value, Image.Image):
+        return value.mode, value.size, value.tobytes()
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    return repr(value)
+
+
 def _fingerprint(example):
-    """Everything an example shows or hides, with images as bytes, for equality checks."""
+    """Everything an example shows or hides, with media as bytes, for equality checks."""
     media = [
-        part["image"].tobytes() if part["type"] == "image" else repr(part)
+        {key: _freeze(value) for key, value in part.items()}
         for message in example.messages
         for part in message["content"]
     ]
     return example.task, json.dumps(example.answer), json.dumps(example.meta, sort_keys=True), media
 
 
+def _snapshot(item):
+    """Copies of what a task must leave unchanged in a raw item."""
+    if isinstance(item, Image.Image):
+        return (np.asarray(item).copy(),)
+    if isinstance(item, tasks.Video):
+        return item.frames.copy(), item.fps
+    return ()
+
+
 def test_tasks_are_discovered():
-    assert {"rotation", "jigsaw"} <= {cls.name for cls in TASKS}
+    expected = {"rotation", "jigsaw", "temporal_jigsaw", "anomaly_grounding", "object_counting", "arrow_of_time"}
+    assert expected <= {cls.name for cls in TASKS}
 
 
 @by_name
@@ -162,12 +181,20 @@ def test_example_shape(cls, sample_item, answer_format, think):
     for part in message["content"]:
         if part["type"] == "image":
             assert isinstance(part["image"], Image.Image) and part["image"].mode == "RGB"
+        if part["type"] == "video":
+            video = part["video"]
+            assert isinstance(video, np.ndarray) and video.dtype == np.uint8
+            assert video.ndim == 4 and video.shape[-1] == 3
+            # Qwen-VL merges two consecutive frames into one token
+            assert len(video) >= 2 and len(video) % 2 == 0
+            assert isinstance(part["fps"], float) and part["fps"] > 0
 
 
 @by_name
 def test_item_is_not_modified(cls, sample_item):
     item = sample_item(cls.modality)
-    before = np.asarray(item).copy() if isinstance(item, Image.Image) else None
+    before = _snapshot(item)
     cls().make_example(item, random.Random(0))
-    if before is not None:
-        assert np.array_equal(np.asarray(item), before)
+    after = _snapshot(item)
+    for was, now in zip(before, after, strict=True):
+        assert np.array_equal(now, was)

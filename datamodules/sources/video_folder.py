@@ -1,0 +1,184 @@
+"""`VideoFolder`: every video file under a directory tree, decoded with decord into frames sampled evenly in time.
+
+`decode` is the one decoding path, shared with `SyntheticVideos`; frame counts follow qwen-vl-utils (even, >= 2).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from datamodules.sources.base import Source
+from tasks import SkipItem, Video
+
+
+class VideoFolder(Source):
+    """Videos found recursively under ``root``, sorted by path so an index names the same file on every run.
+
+    Item ``i`` is a `tasks.Video` of frames sampled from the central part of file ``i``, its stored frames
+    ``[trim * N, (1 - trim) * N)`` of ``N`` (leaving out fades, title cards and credits): ``num_frames`` frames,
+    or ``fps`` per second of that part when ``num_frames`` is ``None``; an even number, at least 2, as Qwen-VL
+    merges consecutive frame pairs. Frame ``k`` of ``n`` is the stored frame at the middle of the ``k``-th of
+    ``n`` equal slices of the part, so consecutive frames are ``1 / fps`` seconds apart on average, where the
+    item's ``fps`` is ``n`` over the part's duration: ``n * r / ((1 - 2 * trim) * N)``, ``r`` being the
+    container's average frame rate. A part of fewer than ``n`` frames is first widened evenly at both ends (up
+    to the whole video), so that no frame is taken twice.
+
+    A file that cannot be decoded (corrupt or truncated, no video stream, too few frames) raises `tasks.SkipItem`;
+    FFmpeg may also print its own complaint about it to stderr. A damaged file that still decodes can give
+    different frames from run to run (decord decodes in a thread of its own); intact files always give the same.
+
+    Args:
+        root: Directory searched recursively.
+        extensions: File suffixes to include, matched case-insensitively.
+        num_frames: Frames per video, rounded up to even; a video with fewer stored frames is skipped. ``None``
+            samples by ``fps`` instead.
+        fps: Frames to sample per second of video, used when ``num_frames`` is ``None``; the count is rounded
+            down to even, at least 2 and at most ``max_frames`` (so the item's ``fps`` can be lower than asked).
+        max_frames: Most frames per video when sampling by ``fps``.
+        max_pixels: Downsize frames, keeping the aspect ratio, so that height x width is at most this many pixels;
+            ``None`` keeps the stored size.
+        trim: Fraction of the video's length left out at each end.
+    """
+
+    modality = "video"
+
+    def __init__(
+        self,
+        root: str,
+        extensions: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".avi", ".mov"),
+        num_frames: int | None = 16,
+        fps: float | None = None,
+        max_frames: int = 64,
+        max_pixels: int | None = 256 * 256,
+        trim: float = 0.05,
+    ):
+        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
+                             trim=trim)
+        check_sampling(**self.sampling)
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"VideoFolder root {str(self.root)!r} is not an existing directory")
+        self.extensions = tuple("." * (not e.startswith(".")) + e.lower() for e in extensions)
+        found = (p for p in self.root.rglob("*") if p.suffix.lower() in self.extensions and p.is_file())
+        self.paths = sorted(str(p) for p in found)
+        if not self.paths:
+            raise FileNotFoundError(f"no files ending in {self.extensions} under {str(self.root)!r}")
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Video:
+        return decode(self.paths[index], **self.sampling)
+
+    def describe(self, index: int) -> str:
+        return self.paths[index]
+
+
+def check_sampling(num_frames: int | None, fps: float | None, max_frames: int, max_pixels: int | None,
+                   trim: float) -> None:
+    """Raise ValueError for sampling options `decode` cannot honour."""
+    if (num_frames is None) == (fps is None):
+        raise ValueError(f"give exactly one of num_frames and fps (set the other to None), got num_frames="
+                         f"{num_frames}, fps={fps}")
+    if num_frames is not None and num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    if fps is not None and not (math.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps must be a positive number, got {fps}")
+    if max_frames < 2:
+        raise ValueError(f"max_frames must be >= 2, got {max_frames}")
+    if max_pixels is not None and max_pixels < 1:
+        raise ValueError(f"max_pixels must be >= 1 or None, got {max_pixels}")
+    if not 0.0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), got {trim}")
+
+
+def sample_indices(total: int, video_fps: float, num_frames: int | None = 16, fps: float | None = None,
+                   max_frames: int = 64, trim: float = 0.05) -> tuple[np.ndarray, float]:
+    """Which of ``total`` stored frames to take, and the frame rate of the taken frames (see `VideoFolder`).
+
+    Raises ValueError when the video has too few frames.
+    """
+    span = total * (1.0 - 2.0 * trim)  # stored frames in the central part
+    if num_frames is not None:
+        count = num_frames + num_frames % 2
+        if count > total:
+            raise ValueError(f"only {total} frame(s), fewer than the {count} to sample")
+    else:
+        count = min(span / video_fps * fps, max_frames, total)
+        count = max(2, int(count) // 2 * 2)
+        if total < 2:
+            raise ValueError(f"only {total} frame(s); at least 2 are needed")
+    span = min(float(total), max(span, count))  # widened so that no frame is taken twice
+    start = (total - span) / 2
+    indices = np.floor(start + (np.arange(count) + 0.5) * (span / count)).astype(np.int64)
+    return indices, count * video_fps / span
+
+
+def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
+           max_pixels: int | None = 256 * 256, trim: float = 0.05) -> Video:
+    """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder` describes.
+
+    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded.
+    """
+    check_sampling(num_frames, fps, max_frames, max_pixels, trim)
+    decord = _decord()
+    try:
+        reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
+        total, video_fps = len(reader), float(reader.get_avg_fps())
+        if not (math.isfinite(video_fps) and video_fps > 0):
+            raise ValueError(f"frame rate {video_fps}")
+        indices, sampled_fps = sample_indices(total, video_fps, num_frames, fps, max_frames, trim)
+        frames = _read(reader, indices, decord.DECORDError)
+    except Exception as err:  # decord raises RuntimeError, DECORDError, ...: all mean the file is unusable
+        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        raise SkipItem(f"{path}: {type(err).__name__}: {reason}") from err
+    return Video(frames=_fit(frames, max_pixels), fps=sampled_fps, name=str(path))
+
+
+def _decord():
+    try:
+        import decord
+    except ImportError as err:
+        raise ImportError('video sources decode with decord: pip install "zoo[video]"') from err
+    return decord
+
+
+def _read(reader, indices: np.ndarray, decord_error: type[Exception]) -> np.ndarray:
+    """Frames ``[T, H, W, 3]`` uint8 at ``indices``."""
+    try:
+        frames = reader.get_batch(indices.tolist()).asnumpy()
+    except decord_error:
+        # decord 0.6 get_batch fails on frames 2, 3, 4, 6, 8, 12, 16, 24, 48 or 72 pixels wide; one frame at a
+        # time works there but comes back mis-shaped (see _unpad). A damaged file fails here again.
+        frames = np.stack([_unpad(reader[int(i)].asnumpy()) for i in indices])
+    if frames.ndim != 4 or frames.shape[0] != len(indices) or frames.shape[-1] != 3 or 0 in frames.shape:
+        raise ValueError(f"decoded frames of shape {frames.shape}, expected ({len(indices)}, H, W, 3)")
+    return frames.astype(np.uint8, copy=False)
+
+
+def _unpad(frame: np.ndarray) -> np.ndarray:
+    """One frame from decord, repaired: decord pads rows to a multiple of 32 pixels and, where 3 x the padded
+    width is a multiple of the width, returns ``[H, W, C]`` with a wrong channel count ``C`` (4 for 48 pixels
+    wide) instead of ``[H, padded W, 3]``. Checked exact for every width from 2 to 200 pixels."""
+    height, width, channels = frame.shape
+    if channels == 3:
+        return frame
+    padded = frame.size // (height * 3)
+    return frame.reshape(height, padded, 3)[:, :width]
+
+
+def _fit(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
+    """``frames`` downsized (bicubic, aspect ratio kept) so that height x width <= ``max_pixels``."""
+    _, height, width, _ = frames.shape
+    if max_pixels is None or height * width <= max_pixels:
+        return frames
+    scale = math.sqrt(max_pixels / (height * width))
+    w, h = max(1, int(width * scale)), max(1, int(height * scale))
+    while w * h > max_pixels:  # float rounding can leave one row or column too many
+        w, h = (w - 1, h) if w >= h else (w, h - 1)
+    resample = Image.Resampling.BICUBIC
+    return np.stack([np.asarray(Image.fromarray(frame).resize((w, h), resample)) for frame in frames])

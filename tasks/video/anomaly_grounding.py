@@ -1,0 +1,200 @@
+"""Anomaly grounding: alter one stretch of a video and ask when it happens.
+
+Follows VideoSSR (arXiv 2511.06281): 8-16 consecutive frames get one perturbation, the answer is the stretch's
+start and end in seconds (``3.5-6.0``) and the reward is the temporal IoU.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from tasks.base import Example, Task, Video
+from tasks.video.common import even_frames, video_part
+
+_INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*")
+_MIN_FRAMES = 4  # a 2-frame stretch inside a video twice as long
+
+
+def channel_swap(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Red and blue exchanged."""
+    return frames[..., ::-1].copy()
+
+
+def mirror(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Flipped left to right."""
+    return frames[:, :, ::-1].copy()
+
+
+def rotate180(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Turned upside down (a half turn)."""
+    return frames[:, ::-1, ::-1].copy()
+
+
+def grayscale(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Luma (ITU-R BT.601 weights) in all three channels."""
+    luma = np.rint(frames.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))
+    return np.repeat(luma.astype(np.uint8)[..., None], 3, axis=-1)
+
+
+def invert(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Photographic negative."""
+    return 255 - frames
+
+
+def zoom_in(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """The central part, 1/1.3 to 1/1.5 of each side, enlarged to the full frame."""
+    scale = rng.uniform(1.3, 1.5)
+    height, width = frames.shape[1:3]
+    crop_h, crop_w = max(1, round(height / scale)), max(1, round(width / scale))
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    return np.stack([_resize(frame[top:top + crop_h, left:left + crop_w], width, height) for frame in frames])
+
+
+def zoom_out(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """The whole frame shrunk by 1.2 to 1.4 and centred on black."""
+    scale = rng.uniform(1.2, 1.4)
+    height, width = frames.shape[1:3]
+    small_h, small_w = max(1, round(height / scale)), max(1, round(width / scale))
+    top, left = (height - small_h) // 2, (width - small_w) // 2
+    out = np.zeros_like(frames)
+    for i, frame in enumerate(frames):
+        out[i, top:top + small_h, left:left + small_w] = _resize(frame, small_w, small_h)
+    return out
+
+
+def blur(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Gaussian blur of radius 2 pixels."""
+    return np.stack([np.asarray(Image.fromarray(f).filter(ImageFilter.GaussianBlur(2))) for f in frames])
+
+
+def noise(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Gaussian noise of a standard deviation drawn from [35, 70] grey levels."""
+    sigma = rng.uniform(35, 70)
+    generator = np.random.default_rng(rng.getrandbits(64))
+    return np.clip(np.rint(frames + generator.normal(0.0, sigma, frames.shape)), 0, 255).astype(np.uint8)
+
+
+def shuffle(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Frames reordered so that none stays in place (a random cycle, Sattolo's algorithm)."""
+    order = list(range(len(frames)))
+    for i in range(len(order) - 1, 0, -1):
+        j = rng.randrange(i)
+        order[i], order[j] = order[j], order[i]
+    return frames[order]
+
+
+def stutter(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Every 2nd to 5th frame held in place of the ones after it: the motion freezes and jumps."""
+    hold = rng.randint(2, 5)
+    return frames[[i - i % hold for i in range(len(frames))]]
+
+
+def _resize(frame: np.ndarray, width: int, height: int) -> np.ndarray:
+    return np.asarray(Image.fromarray(frame).resize((width, height), Image.Resampling.BILINEAR))
+
+
+PERTURBATIONS: dict[str, Callable[[np.ndarray, random.Random], np.ndarray]] = {
+    f.__name__: f for f in (channel_swap, mirror, zoom_out, rotate180, grayscale, invert, zoom_in, blur, noise,
+                            shuffle, stutter)
+}
+_DESCRIPTIONS = {
+    "channel_swap": "the red and blue colours are exchanged",
+    "mirror": "the picture is flipped left to right, as in a mirror",
+    "zoom_out": "the picture shrinks and a black border appears around it",
+    "rotate180": "the picture is turned upside down",
+    "grayscale": "the colours vanish and the picture turns black and white",
+    "invert": "the colours are inverted, like a photographic negative",
+    "zoom_in": "the view suddenly zooms in on the middle of the picture",
+    "blur": "the picture goes blurry",
+    "noise": "heavy grainy noise covers the picture",
+    "shuffle": "the frames play in a scrambled order",
+    "stutter": "the motion stutters: the picture freezes for a moment, then jumps ahead",
+}
+
+
+class AnomalyGrounding(Task):
+    """Alter one stretch of consecutive frames and ask for its start and end time in seconds.
+
+    Args:
+        perturbations: What the stretch may undergo, drawn uniformly: ``channel_swap``, ``mirror``,
+            ``zoom_out`` and ``rotate180`` (the four VideoSSR trains on), ``grayscale``, ``invert``,
+            ``zoom_in``, ``blur``, ``noise``, ``shuffle`` (frame order inside the stretch) and ``stutter``
+            (frames held).
+        min_len: Fewest frames in the stretch, at least 2.
+        max_len: Most frames in the stretch. Both bounds shrink to half the video when it is shorter than
+            twice this.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    name = "anomaly_grounding"
+    modality = "video"
+    parts = ("accuracy",)
+
+    def __init__(
+        self,
+        perturbations: list[str] = ["channel_swap", "mirror", "zoom_out", "rotate180"],  # noqa: B006
+        min_len: int = 8,
+        max_len: int = 16,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        unknown = sorted(set(perturbations) - set(PERTURBATIONS))
+        if unknown or not perturbations:
+            raise ValueError(f"perturbations must be a non-empty list of {sorted(PERTURBATIONS)}, got {unknown}")
+        if not 2 <= min_len <= max_len:
+            raise ValueError(f"need 2 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+        self.perturbations = list(perturbations)
+        self.min_len, self.max_len = min_len, max_len
+
+    def make_example(self, item: Video, rng: random.Random) -> Example:
+        frames = even_frames(item, _MIN_FRAMES)
+        start, stop = self._stretch(len(frames), rng)
+        kind = rng.choice(self.perturbations)
+        altered = frames.copy()
+        altered[start:stop] = PERTURBATIONS[kind](frames[start:stop], rng)
+        # graded against the interval as rendered (0.1 s), so the rendered answer is exactly right
+        answer = [round(start / item.fps, 1), round(stop / item.fps, 1)]
+        meta = {"perturbation": kind, "start_frame": start, "stop_frame": stop, "fps": float(item.fps)}
+        question = (
+            f"This video lasts {len(frames) / item.fps:.1f} seconds. During one stretch of it, {_DESCRIPTIONS[kind]}. "
+            "When does that stretch start and end? Give both times in seconds as start-end, for example 3.5-6.0."
+        )
+        return Example(self.user_message([video_part(altered, item.fps)], question), answer, self.name, meta)
+
+    def _stretch(self, total: int, rng: random.Random) -> tuple[int, int]:
+        """First and one-past-last frame of the stretch; at most half the video so it is told from the rest."""
+        longest = min(self.max_len, total // 2)
+        length = rng.randint(min(self.min_len, longest), longest)
+        start = rng.randint(0, total - length)
+        return start, start + length
+
+    def answer_text(self, example: Example) -> str:
+        start, end = example.answer
+        return f"{start:.1f}-{end:.1f}"
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        match = _INTERVAL.fullmatch(answer)
+        if not match:
+            return None
+        pred = float(match[1]), float(match[2])
+        if not all(map(math.isfinite, pred)):  # hundreds of digits overflow to inf; inf - inf is NaN
+            return None
+        return {"accuracy": temporal_iou(pred, example.answer)}
+
+
+def temporal_iou(pred: tuple[float, float], truth: tuple[float, float]) -> float:
+    """Intersection over union of two ``(start, end)`` intervals; 0 when ``pred`` ends before it starts."""
+    (start, end), (true_start, true_end) = pred, truth
+    if start > end:
+        return 0.0
+    inter = max(0.0, min(end, true_end) - max(start, true_start))
+    union = (end - start) + (true_end - true_start) - inter
+    if union <= 0:  # both intervals empty: right only at the same instant
+        return float(start == true_start)
+    return inter / union

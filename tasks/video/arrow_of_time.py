@@ -1,0 +1,66 @@
+"""Arrow of time: play a video forward or backward and ask which.
+
+A classic self-supervised video task (Wei et al., "Learning and Using the Arrow of Time", CVPR 2018) and the
+skill AoTBench measures, on which Visual Jigsaw (arXiv 2509.25190) reports its video gains.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from tasks import answers
+from tasks.base import Example, Task, Video
+from tasks.video.common import even_frames, video_part
+
+_DIRECTIONS = ("forward", "backward")
+_MIN_FRAMES = 4  # two Qwen-VL temporal tokens: one token alone has no order to judge
+
+
+class ArrowOfTime(Task):
+    """Reverse the video with probability 1/2 and ask whether it plays forward or backward.
+
+    Args:
+        labels: ``"words"``: the answer is ``forward`` or ``backward`` (any case). ``"letters"``: the two are
+            listed as options ``A) forward`` and ``B) backward`` and the answer is the letter.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    name = "arrow_of_time"
+    modality = "video"
+    parts = ("accuracy",)
+
+    def __init__(self, labels: Literal["words", "letters"] = "words", **kwargs):
+        super().__init__(**kwargs)
+        if labels not in ("words", "letters"):
+            raise ValueError(f"labels must be 'words' or 'letters', got {labels!r}")
+        self.labels = labels
+
+    def make_example(self, item: Video, rng: random.Random) -> Example:
+        frames = even_frames(item, _MIN_FRAMES)
+        backward = rng.random() < 0.5
+        media = [video_part(frames[::-1] if backward else frames, item.fps)]
+        direction = _DIRECTIONS[backward]
+        return Example(self.user_message(media, self._question()), direction, self.name, {"reversed": backward})
+
+    def _question(self) -> str:
+        question = "Is this video playing forward, as it was filmed, or backward, in reverse?"
+        if self.labels == "letters":
+            options = "\n".join(f"{chr(65 + i)}) {d}" for i, d in enumerate(_DIRECTIONS))
+            return f"{question}\n{options}\nAnswer with the letter of the correct option."
+        return f"{question} Answer with one word: forward or backward."
+
+    def answer_text(self, example: Example) -> str:
+        if self.labels == "letters":
+            return chr(65 + _DIRECTIONS.index(example.answer))
+        return example.answer
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        if self.labels == "letters":
+            letter = answers.parse_choice(answer, ["A", "B"])
+            direction = None if letter is None else _DIRECTIONS[ord(letter) - 65]
+        else:
+            direction = answers.parse_choice(answer, _DIRECTIONS)
+        if direction is None:
+            return None
+        return {"accuracy": float(direction == example.answer)}

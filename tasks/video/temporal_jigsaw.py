@@ -1,0 +1,153 @@
+"""Temporal jigsaw: cut a video into clips, shuffle them, ask for their chronological order.
+
+Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) and Visual Jigsaw video
+(arXiv 2509.25190: each clip trimmed at both ends), in the permutation convention of `tasks.answers`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Literal
+
+import numpy as np
+
+from tasks import answers
+from tasks.base import Example, SkipItem, Task, Video
+from tasks.video.common import frames_of, video_part
+
+_REWARDS = ("exact", "fraction", "footrule")
+_MAX_CHOICE_CLIPS = 4  # 4! = 24 lettered options; 5! = 120 would not fit the alphabet or a prompt
+
+
+class TemporalJigsaw(Task):
+    """Shuffle equal consecutive clips of a video and ask for the clip numbers in chronological order.
+
+    Args:
+        clips: Number of clips, at least 2. Frames left over after an equal split are dropped at the end.
+        trim: Fraction of each clip dropped at each of its ends (Visual Jigsaw), so that neighbouring clips
+            cannot be matched by their boundary frames alone; below 0.5.
+        composite: Play the shuffled clips one after the other as a single video, numbered in the order they
+            play, instead of showing each clip as a separate video after its number (VideoSSR).
+        style: ``"order"``: the answer lists the clip numbers from the earliest clip to the latest
+            (``2, 3, 1``). ``"choice"``: every possible order is listed as a lettered option and the answer is
+            the letter (at most 4 clips); the chosen order is graded the same way.
+        reward: Which graded score is the accuracy: ``"exact"`` (whole order right), ``"fraction"`` (share
+            of positions right) or ``"footrule"`` (1 - normalised Spearman footrule distance, VideoSSR). All
+            three are logged.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order always earns 1.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    name = "temporal_jigsaw"
+    modality = "video"
+    parts = ("accuracy", *_REWARDS)
+
+    def __init__(
+        self,
+        clips: int = 3,
+        trim: float = 0.0,
+        composite: bool = False,
+        style: Literal["order", "choice"] = "order",
+        reward: Literal["exact", "fraction", "footrule"] = "footrule",
+        partial_credit: float = 1.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if clips < 2:
+            raise ValueError(f"clips must be >= 2, got {clips}")
+        if not 0 <= trim < 0.5:
+            raise ValueError(f"trim must be in [0, 0.5), got {trim}")
+        if style not in ("order", "choice"):
+            raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
+        if style == "choice" and clips > _MAX_CHOICE_CLIPS:
+            raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_CLIPS} clips, got {clips}")
+        if reward not in _REWARDS:
+            raise ValueError(f"reward must be one of {_REWARDS}, got {reward!r}")
+        if not 0 <= partial_credit <= 1:
+            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
+        self.clips, self.trim, self.composite = clips, trim, composite
+        self.style, self.reward, self.partial_credit = style, reward, partial_credit
+
+    def make_example(self, item: Video, rng: random.Random) -> Example:
+        pieces = self._cut(item)
+        shown = list(range(self.clips))
+        rng.shuffle(shown)
+        ordered = [pieces[slot] for slot in shown]
+        media, intro = self._composite(ordered, item.fps) if self.composite else self._separate(ordered, item.fps)
+        meta = {"clips": self.clips, "shown": shown, "clip_frames": len(pieces[0])}
+        question = intro + self._ask()
+        return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
+
+    def _cut(self, item: Video) -> list[np.ndarray]:
+        """Equal clips in chronological order, each trimmed at both ends and cut to an even length so every
+        clip fills whole Qwen-VL temporal tokens (separate or played back to back)."""
+        frames = frames_of(item)
+        size = len(frames) // self.clips
+        cut = round(size * self.trim)
+        length = (size - 2 * cut) // 2 * 2
+        if length < 2:
+            raise SkipItem(f"{item.name or 'video'}: {len(frames)} frames give {self.clips} clips under 2 frames")
+        return [frames[i * size + cut:i * size + cut + length] for i in range(self.clips)]
+
+    def _separate(self, pieces: list[np.ndarray], fps: float) -> tuple[list[dict], str]:
+        """The clips as numbered video parts; the introduction goes before them, so no text is left over."""
+        k = len(pieces)
+        media = [{"type": "text", "text": (
+            f"These {k} videos are clips of equal length cut from one video, shown in a shuffled order and "
+            f"numbered 1 to {k} in the order shown.\n")}]
+        for i, piece in enumerate(pieces, start=1):
+            media += [{"type": "text", "text": f"Clip {i}:"}, video_part(piece, fps)]
+        return media, ""
+
+    def _composite(self, pieces: list[np.ndarray], fps: float) -> tuple[list[dict], str]:
+        """The clips played back to back as one video, and the text that introduces it."""
+        seconds = len(pieces[0]) / fps
+        intro = (
+            f"This video is made of {len(pieces)} clips of {seconds:.1f} seconds each, cut from one video and "
+            f"played in a shuffled order. Number the clips 1 to {len(pieces)} in the order they play here.\n"
+        )
+        return [video_part(np.concatenate(pieces), fps)], intro
+
+    def _ask(self) -> str:
+        if self.style == "order":
+            return (
+                "Put the clips back in chronological order: give the clip numbers from the earliest clip to the "
+                f"latest, {self.clips} numbers separated by commas."
+            )
+        options = "\n".join(f"{letter}) {_text(order)}" for letter, order in _options(self.clips).items())
+        return (
+            f"Which option lists the clip numbers from the earliest clip to the latest?\n{options}\n"
+            "Answer with the letter of the correct option."
+        )
+
+    def answer_text(self, example: Example) -> str:
+        if self.style == "choice":
+            options = _options(example.meta["clips"])
+            return next(letter for letter, order in options.items() if order == list(example.answer))
+        return _text(example.answer)
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        k = example.meta["clips"]
+        if self.style == "choice":
+            options = _options(k)
+            letter = answers.parse_choice(answer, list(options))
+            pred = None if letter is None else options[letter]
+        else:
+            pred = answers.parse_permutation(answer, k)
+        # a non-permutation earns nothing, or repeating one label would collect partial credit
+        if pred is None:
+            return None
+        scores = answers.permutation_scores(pred, example.answer)
+        graded = scores[self.reward] if scores["exact"] else self.partial_credit * scores[self.reward]
+        return {"accuracy": graded, **scores}
+
+
+def _options(k: int) -> dict[str, list[int]]:
+    """Every order of ``k`` clips in lexicographic order, keyed by the letters A, B, ..."""
+    orders = itertools.permutations(range(1, k + 1))
+    return {chr(65 + i): list(order) for i, order in enumerate(orders)}
+
+
+def _text(order: list[int]) -> str:
+    return ", ".join(str(label) for label in order)
