@@ -80,12 +80,15 @@ class TemporalJigsaw(Task):
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
 
     def _cut(self, item: Video) -> list[np.ndarray]:
-        """Equal clips in chronological order, each trimmed at both ends and cut to an even length so every
-        clip fills whole Qwen-VL temporal tokens (separate or played back to back)."""
+        """Equal clips in chronological order, each trimmed at both ends. Qwen-VL merges frame pairs, so every
+        video part needs an even frame count: separate clips are cut to an even length each; back-to-back
+        clips only need an even total (a frame pair may then span a cut, as in any edited video)."""
         frames = frames_of(item)
         size = len(frames) // self.clips
         cut = round(size * self.trim)
-        length = (size - 2 * cut) // 2 * 2
+        length = size - 2 * cut
+        if not self.composite or (length * self.clips) % 2:
+            length = length // 2 * 2
         if length < 2:
             raise SkipItem(f"{item.name or 'video'}: {len(frames)} frames give {self.clips} clips under 2 frames")
         return [frames[i * size + cut:i * size + cut + length] for i in range(self.clips)]
