@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PIL import Image, ImageOps
 
-from datamodules.sources.base import Source
+from datamodules.sources.base import Source, find_files
 from tasks import SkipItem
 
 
@@ -33,14 +31,7 @@ class ImageFolder(Source):
     ):
         if max_side is not None and max_side < 1:
             raise ValueError(f"max_side must be a positive number of pixels or None, got {max_side}")
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"ImageFolder root {str(self.root)!r} is not an existing directory")
-        self.extensions = tuple("." * (not e.startswith(".")) + e.lower() for e in extensions)
-        found = (p for p in self.root.rglob("*") if p.suffix.lower() in self.extensions and p.is_file())
-        self.paths = sorted(str(p) for p in found)
-        if not self.paths:
-            raise FileNotFoundError(f"no files ending in {self.extensions} under {str(self.root)!r}")
+        self.root, self.extensions, self.paths = find_files(root, extensions, "ImageFolder")
         self.max_side = max_side
 
     def __len__(self) -> int:

@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from datamodules.sources.base import Source
+from datamodules.sources.base import Source, find_files
 from tasks import SkipItem, Video
 
 
@@ -59,14 +58,7 @@ class VideoFolder(Source):
         self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
                              trim=trim)
         check_sampling(**self.sampling)
-        self.root = Path(root).expanduser()
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"VideoFolder root {str(self.root)!r} is not an existing directory")
-        self.extensions = tuple("." * (not e.startswith(".")) + e.lower() for e in extensions)
-        found = (p for p in self.root.rglob("*") if p.suffix.lower() in self.extensions and p.is_file())
-        self.paths = sorted(str(p) for p in found)
-        if not self.paths:
-            raise FileNotFoundError(f"no files ending in {self.extensions} under {str(self.root)!r}")
+        self.root, self.extensions, self.paths = find_files(root, extensions, "VideoFolder")
 
     def __len__(self) -> int:
         return len(self.paths)
