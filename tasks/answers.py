@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 FORMATS = ("tags", "boxed", "bare")
+PERMUTATION_SCORES = ("exact", "fraction", "footrule")
 T = TypeVar("T")
 
 _THINK = r"\s*<think>(?P<think>.*?)</think>"
@@ -131,3 +132,20 @@ def permutation_scores(pred: Sequence[int], truth: Sequence[int]) -> dict[str, f
         "fraction": in_place / k,
         "footrule": 1.0 - distance / (k * k // 2) if k > 1 else 1.0,
     }
+
+
+def check_permutation_reward(reward: str, partial_credit: float) -> None:
+    """Validate the reward options shared by the ordering tasks (image and video jigsaws)."""
+    if reward not in PERMUTATION_SCORES:
+        raise ValueError(f"reward must be one of {PERMUTATION_SCORES}, got {reward!r}")
+    if not 0 <= partial_credit <= 1:
+        raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
+
+
+def graded_permutation(pred: Sequence[int], truth: Sequence[int], reward: str, partial_credit: float,
+                       ) -> dict[str, float]:
+    """All `permutation_scores` plus ``accuracy``: the ``reward`` score, scaled by ``partial_credit`` unless
+    the order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong order)."""
+    scores = permutation_scores(pred, truth)
+    accuracy = scores[reward] if scores["exact"] else partial_credit * scores[reward]
+    return {"accuracy": accuracy, **scores}

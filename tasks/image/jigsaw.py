@@ -14,8 +14,6 @@ from PIL import Image
 from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
-_REWARDS = ("exact", "fraction", "footrule")
-
 
 class Jigsaw(Task):
     """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original position.
@@ -36,7 +34,7 @@ class Jigsaw(Task):
 
     name = "jigsaw"
     modality = "image"
-    parts = ("accuracy", *_REWARDS)
+    parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
     def __init__(
         self,
@@ -51,16 +49,13 @@ class Jigsaw(Task):
         super().__init__(**kwargs)
         if rows < 1 or cols < 1 or rows * cols < 2:
             raise ValueError(f"need rows, cols >= 1 and at least two tiles, got {rows}x{cols}")
-        if reward not in _REWARDS:
-            raise ValueError(f"reward must be one of {_REWARDS}, got {reward!r}")
+        answers.check_permutation_reward(reward, partial_credit)
         if min_tile < 1:
             raise ValueError(f"min_tile must be >= 1, got {min_tile}")
         self.rows, self.cols = rows, cols
         self.composite = composite
         self.reward = reward
         self.min_tile = min_tile
-        if not 0 <= partial_credit <= 1:
-            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
         self.partial_credit = partial_credit
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
@@ -124,6 +119,4 @@ class Jigsaw(Task):
         # a non-permutation earns nothing, or repeating one label would collect partial credit
         if pred is None:
             return None
-        scores = answers.permutation_scores(pred, example.answer)
-        graded = scores[self.reward] if scores["exact"] else self.partial_credit * scores[self.reward]
-        return {"accuracy": graded, **scores}
+        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

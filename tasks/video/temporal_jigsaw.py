@@ -16,7 +16,6 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task, Video
 from tasks.video.common import frames_of, video_part
 
-_REWARDS = ("exact", "fraction", "footrule")
 _MAX_CHOICE_CLIPS = 4  # 4! = 24 lettered options; 5! = 120 would not fit the alphabet or a prompt
 
 
@@ -41,7 +40,7 @@ class TemporalJigsaw(Task):
 
     name = "temporal_jigsaw"
     modality = "video"
-    parts = ("accuracy", *_REWARDS)
+    parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
     def __init__(
         self,
@@ -62,10 +61,7 @@ class TemporalJigsaw(Task):
             raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
         if style == "choice" and clips > _MAX_CHOICE_CLIPS:
             raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_CLIPS} clips, got {clips}")
-        if reward not in _REWARDS:
-            raise ValueError(f"reward must be one of {_REWARDS}, got {reward!r}")
-        if not 0 <= partial_credit <= 1:
-            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
+        answers.check_permutation_reward(reward, partial_credit)
         self.clips, self.trim, self.composite = clips, trim, composite
         self.style, self.reward, self.partial_credit = style, reward, partial_credit
 
@@ -141,9 +137,7 @@ class TemporalJigsaw(Task):
         # a non-permutation earns nothing, or repeating one label would collect partial credit
         if pred is None:
             return None
-        scores = answers.permutation_scores(pred, example.answer)
-        graded = scores[self.reward] if scores["exact"] else self.partial_credit * scores[self.reward]
-        return {"accuracy": graded, **scores}
+        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
 
 
 def _options(k: int) -> dict[str, list[int]]:
