@@ -189,7 +189,12 @@ class _EpochLoader(DataLoader):
         # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
         self.dataset.epoch = self.dataset.passes if epoch is None else epoch
         self.dataset.passes += 1
+        self.dataset.start = self._first_batch(self.dataset.epoch)
         return self._unwrap(super().__iter__())
+
+    def _first_batch(self, epoch: int) -> int:
+        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
+        return 0
 
     def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
         for batch in batches:
@@ -212,12 +217,9 @@ class _ResumableLoader(_EpochLoader):
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = (state["epoch"], state["batch"])
 
-    def __iter__(self) -> Iterator[list[Example]]:
-        epoch = self._place()
-        resuming = self._resume is not None and self._resume[0] == (self.dataset.passes if epoch is None else epoch)
-        self.dataset.start = self._resume[1] if resuming else 0
-        self._resume = None
-        return super().__iter__()
+    def _first_batch(self, epoch: int) -> int:
+        resume, self._resume = self._resume, None  # a restored position applies to one pass only
+        return resume[1] if resume is not None and resume[0] == epoch else 0
 
 
 class PretextDataModule(LightningDataModule):
