@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from zoo import tiny
 from zoo.batch import PromptBatch
-from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, row_seeds
+from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
@@ -196,9 +196,8 @@ class PolicyModule(LightningModule, ABC):
         processors = []
         if not greedy:
             seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
-            keys = [f"{ex.uid or b}:{g}" for b, ex in enumerate(examples) for g in range(num_generations)]
-            prompt_length = inputs["input_ids"].shape[1]
-            processors.append(SeededSampling(row_seeds(keys, seed), prompt_length, temperature, top_p))
+            seeds = example_row_seeds(examples, num_generations, seed)
+            processors.append(SeededSampling(seeds, inputs["input_ids"].shape[1], temperature, top_p))
         was_training = self.model.training
         self.model.eval()
         try:

@@ -9,7 +9,7 @@ import zoo
 from tasks import Example, Rotation
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
-from zoo.grpo.rollout import SeededSampling, row_seeds
+from zoo.grpo.rollout import SeededSampling, example_row_seeds
 
 POLICIES = discover(zoo, PolicyModule)
 CASES = [(cls, ckpt) for cls in POLICIES for ckpt in cls.tiny_checkpoints]
@@ -98,7 +98,7 @@ def test_scoring_log_probs_match_the_sampling_distribution(policy):
     policy.model.eval()
     out = policy.model.generate(**inputs, generation_config=policy.generation_config(6), output_logits=True,
                                 return_dict_in_generate=True,
-                                logits_processor=[SeededSampling(row_seeds(keys(examples, 2), 11),
+                                logits_processor=[SeededSampling(example_row_seeds(examples, 2, 11),
                                                                  inputs["input_ids"].shape[1], 0.7)])
     policy.model.train()
     generated = out.sequences[:, inputs["input_ids"].shape[1]:]
@@ -111,10 +111,6 @@ def test_scoring_log_probs_match_the_sampling_distribution(policy):
         logps, entropy = policy.token_log_probs(rollout, torch.arange(rollout.size))
     torch.testing.assert_close(logps[mask], expected[mask], atol=2e-4, rtol=0)
     assert torch.isfinite(logps).all() and (entropy[mask] >= 0).all()
-
-
-def keys(examples, g):
-    return [f"{ex.uid or b}:{i}" for b, ex in enumerate(examples) for i in range(g)]
 
 
 def test_seeded_sampling_depends_on_the_example_not_the_batch(policy):

@@ -46,6 +46,12 @@ def row_seeds(keys: list[str], seed: int) -> Tensor:
     return torch.tensor([int.from_bytes(d, "little", signed=True) for d in digests], dtype=torch.long)
 
 
+def example_row_seeds(examples: list, num_generations: int, seed: int) -> Tensor:
+    """Seeds of rows ``(b, g)``: from each example's ``uid`` (its batch position when it has none) and g."""
+    keys = [f"{ex.uid or b}:{g}" for b, ex in enumerate(examples) for g in range(num_generations)]
+    return row_seeds(keys, seed)
+
+
 def gumbel_noise(seeds: Tensor, position: int, vocab: int) -> Tensor:
     """Gumbel(0, 1) noise ``[N, V]`` for decoding ``position`` of rows with ``seeds`` (``[N]`` int64)."""
     base = splitmix64(seeds ^ splitmix64(torch.full_like(seeds, position)))[:, None]  # [N, 1]
