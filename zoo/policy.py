@@ -126,8 +126,8 @@ class PolicyModule(LightningModule, ABC):
             self.model.gradient_checkpointing_enable()
         self._shard(self.model)
         self.eos_ids = self._eos_ids()
-        self.banned_ids = self._banned_ids()
         vocab = self.model.get_output_embeddings().weight.shape[0]
+        self.banned_ids = self._banned_ids(vocab)
         self.register_buffer("banned_mask", torch.zeros(vocab, dtype=torch.bool), persistent=False)
         self.banned_mask[self.banned_ids] = True
 
@@ -162,10 +162,10 @@ class PolicyModule(LightningModule, ABC):
             raise ValueError(f"{self.pretrained}: neither the tokenizer nor the generation config names an EOS token")
         return list(dict.fromkeys(ids))
 
-    def _banned_ids(self) -> list[int]:
-        """Media placeholders, turn starts, the pad token (unless it ends text) and rows past the tokenizer."""
+    def _banned_ids(self, vocab: int) -> list[int]:
+        """Media placeholders, turn starts, the pad token (unless it ends text) and the ``vocab`` rows past
+        the tokenizer."""
         tok = self.tokenizer
-        vocab = self.model.get_output_embeddings().weight.shape[0]
         banned = {i for i, t in tok.added_tokens_decoder.items() if t.special and _BANNED_SPECIAL.search(t.content)}
         if tok.pad_token_id is not None and tok.pad_token_id not in self.eos_ids:
             banned.add(tok.pad_token_id)
