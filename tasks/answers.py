@@ -97,6 +97,24 @@ def parse_choice(answer: str, choices: Sequence[str]) -> str | None:
     return by_key.get(match[1].lower())
 
 
+def letter(index: int) -> str:
+    """The label of option ``index`` in a lettered multiple choice: A, B, ..."""
+    return chr(65 + index)
+
+
+def choice_prompt(options: Sequence[str]) -> str:
+    """Options listed as ``A) ...`` lines, then the request to answer with a letter."""
+    listed = "\n".join(f"{letter(i)}) {text}" for i, text in enumerate(options))
+    return f"{listed}\nAnswer with the letter of the correct option."
+
+
+def parse_letter(answer: str, count: int) -> int | None:
+    """The index of the option a lettered answer picks among ``count`` options (see `parse_choice`)."""
+    letters = [letter(i) for i in range(count)]
+    chosen = parse_choice(answer, letters)
+    return None if chosen is None else letters.index(chosen)
+
+
 def parse_permutation(answer: str, k: int) -> list[int] | None:
     """Labels 1..k each exactly once, separated by commas or spaces (a bare digit string if k <= 9)."""
     text = answer.strip().strip("[]()").strip()

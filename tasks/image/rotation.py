@@ -81,21 +81,19 @@ class Rotation(Task):
         else:
             question = "This image has been rotated counter-clockwise from upright. By how many degrees?"
         if self.labels == "letters":
-            options = "\n".join(f"{chr(65 + i)}) {a} degrees" for i, a in enumerate(self.angles))
-            return f"{question}\n{options}\nAnswer with the letter of the correct option."
+            return f"{question}\n{answers.choice_prompt([f'{a} degrees' for a in self.angles])}"
         listed = ", ".join(str(a) for a in self.angles)
         return f"{question} It is one of {listed}. Answer with the number of degrees."
 
     def answer_text(self, example: Example) -> str:
         if self.labels == "letters":
-            return chr(65 + example.meta["choices"].index(example.answer))
+            return answers.letter(example.meta["choices"].index(example.answer))
         return str(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            letters = [chr(65 + i) for i in range(len(example.meta["choices"]))]
-            choice = answers.parse_choice(answer, letters)
-            angle = None if choice is None else example.meta["choices"][letters.index(choice)]
+            index = answers.parse_letter(answer, len(example.meta["choices"]))
+            angle = None if index is None else example.meta["choices"][index]
         else:
             angle = answers.parse_int(_DEGREES.sub("", answer))
         if angle is None:

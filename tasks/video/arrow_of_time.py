@@ -46,19 +46,18 @@ class ArrowOfTime(Task):
     def _question(self) -> str:
         question = "Is this video playing forward, as it was filmed, or backward, in reverse?"
         if self.labels == "letters":
-            options = "\n".join(f"{chr(65 + i)}) {d}" for i, d in enumerate(_DIRECTIONS))
-            return f"{question}\n{options}\nAnswer with the letter of the correct option."
+            return f"{question}\n{answers.choice_prompt(_DIRECTIONS)}"
         return f"{question} Answer with one word: forward or backward."
 
     def answer_text(self, example: Example) -> str:
         if self.labels == "letters":
-            return chr(65 + _DIRECTIONS.index(example.answer))
+            return answers.letter(_DIRECTIONS.index(example.answer))
         return example.answer
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            letter = answers.parse_choice(answer, ["A", "B"])
-            direction = None if letter is None else _DIRECTIONS[ord(letter) - 65]
+            index = answers.parse_letter(answer, len(_DIRECTIONS))
+            direction = None if index is None else _DIRECTIONS[index]
         else:
             direction = answers.parse_choice(answer, _DIRECTIONS)
         if direction is None:

@@ -114,24 +114,20 @@ class TemporalJigsaw(Task):
                 "Put the clips back in chronological order: give the clip numbers from the earliest clip to the "
                 f"latest, {self.clips} numbers separated by commas."
             )
-        options = "\n".join(f"{letter}) {_text(order)}" for letter, order in _options(self.clips).items())
-        return (
-            f"Which option lists the clip numbers from the earliest clip to the latest?\n{options}\n"
-            "Answer with the letter of the correct option."
-        )
+        options = answers.choice_prompt([_text(order) for order in _orders(self.clips)])
+        return f"Which option lists the clip numbers from the earliest clip to the latest?\n{options}"
 
     def answer_text(self, example: Example) -> str:
         if self.style == "choice":
-            options = _options(example.meta["clips"])
-            return next(letter for letter, order in options.items() if order == list(example.answer))
+            return answers.letter(_orders(example.meta["clips"]).index(list(example.answer)))
         return _text(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = example.meta["clips"]
         if self.style == "choice":
-            options = _options(k)
-            letter = answers.parse_choice(answer, list(options))
-            pred = None if letter is None else options[letter]
+            orders = _orders(k)
+            index = answers.parse_letter(answer, len(orders))
+            pred = None if index is None else orders[index]
         else:
             pred = answers.parse_permutation(answer, k)
         # a non-permutation earns nothing, or repeating one label would collect partial credit
@@ -140,10 +136,9 @@ class TemporalJigsaw(Task):
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
 
 
-def _options(k: int) -> dict[str, list[int]]:
-    """Every order of ``k`` clips in lexicographic order, keyed by the letters A, B, ..."""
-    orders = itertools.permutations(range(1, k + 1))
-    return {chr(65 + i): list(order) for i, order in enumerate(orders)}
+def _orders(k: int) -> list[list[int]]:
+    """Every order of ``k`` clips in lexicographic order: option A is ``1, 2, ...``."""
+    return [list(order) for order in itertools.permutations(range(1, k + 1))]
 
 
 def _text(order: list[int]) -> str:

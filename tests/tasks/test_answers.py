@@ -131,3 +131,11 @@ def test_restore_inverts_shuffle_answer():
         assert answers.restore(shown_pieces, answer) == original
         text = ", ".join(map(str, answer))
         assert answers.parse_permutation(text, k) == answer
+
+
+def test_lettered_choices_by_hand():
+    assert answers.choice_prompt(["up", "down"]) == "A) up\nB) down\nAnswer with the letter of the correct option."
+    assert answers.letter(2) == "C"
+    assert answers.parse_letter("(b)", 2) == 1
+    assert answers.parse_letter("C", 2) is None  # not an option
+    assert answers.parse_letter("A or B", 2) is None
