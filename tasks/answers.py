@@ -108,11 +108,11 @@ def choice_prompt(options: Sequence[str]) -> str:
     return f"{listed}\nAnswer with the letter of the correct option."
 
 
-def parse_letter(answer: str, count: int) -> int | None:
-    """The index of the option a lettered answer picks among ``count`` options (see `parse_choice`)."""
-    letters = [letter(i) for i in range(count)]
+def parse_letter(answer: str, options: Sequence[T]) -> T | None:
+    """The option a lettered answer picks (see `parse_choice` for what is accepted), or None."""
+    letters = [letter(i) for i in range(len(options))]
     chosen = parse_choice(answer, letters)
-    return None if chosen is None else letters.index(chosen)
+    return None if chosen is None else options[letters.index(chosen)]
 
 
 def parse_permutation(answer: str, k: int) -> list[int] | None:

@@ -92,8 +92,7 @@ class Rotation(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            index = answers.parse_letter(answer, len(example.meta["choices"]))
-            angle = None if index is None else example.meta["choices"][index]
+            angle = answers.parse_letter(answer, example.meta["choices"])
         else:
             angle = answers.parse_int(_DEGREES.sub("", answer))
         if angle is None:

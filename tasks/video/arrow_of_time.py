@@ -56,8 +56,7 @@ class ArrowOfTime(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            index = answers.parse_letter(answer, len(_DIRECTIONS))
-            direction = None if index is None else _DIRECTIONS[index]
+            direction = answers.parse_letter(answer, _DIRECTIONS)
         else:
             direction = answers.parse_choice(answer, _DIRECTIONS)
         if direction is None:

@@ -125,9 +125,7 @@ class TemporalJigsaw(Task):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = example.meta["clips"]
         if self.style == "choice":
-            orders = _orders(k)
-            index = answers.parse_letter(answer, len(orders))
-            pred = None if index is None else orders[index]
+            pred = answers.parse_letter(answer, _orders(k))
         else:
             pred = answers.parse_permutation(answer, k)
         # a non-permutation earns nothing, or repeating one label would collect partial credit

@@ -136,6 +136,6 @@ def test_restore_inverts_shuffle_answer():
 def test_lettered_choices_by_hand():
     assert answers.choice_prompt(["up", "down"]) == "A) up\nB) down\nAnswer with the letter of the correct option."
     assert answers.letter(2) == "C"
-    assert answers.parse_letter("(b)", 2) == 1
-    assert answers.parse_letter("C", 2) is None  # not an option
-    assert answers.parse_letter("A or B", 2) is None
+    assert answers.parse_letter("(b)", ["up", "down"]) == "down"
+    assert answers.parse_letter("C", ["up", "down"]) is None  # not an option
+    assert answers.parse_letter("A or B", ["up", "down"]) is None
