@@ -7,6 +7,8 @@ Lightning's.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import time
 from contextlib import contextmanager, nullcontext
@@ -18,6 +20,8 @@ from torch import Tensor
 from zoo.grpo import functional as F
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
+
+log = logging.getLogger(__name__)
 
 
 class GRPOMixin:
@@ -232,14 +236,24 @@ class GRPOMixin:
         return F.scheduled(self.beta, self.beta_schedule, progress)
 
     def _optimizer_step(self, means: Means) -> None:
+        """Clip and step; a non-finite gradient (from a non-finite loss or an overflow) skips the step, so
+        the weights and the optimizer's moments stay as they were. The norm is of the synchronised gradients,
+        so every rank takes the same decision."""
         module = self.lightning_module
         optimizer = module.optimizers()
-        if self.max_grad_norm is not None:
-            params = [p for p in module.parameters() if p.requires_grad]
-            norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-            norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor under FSDP2
-            means.add("train/grpo/grad_norm", float(norm) / self.num_iterations)
-        optimizer.step()
+        params = [p for p in module.parameters() if p.requires_grad]
+        clip = self.max_grad_norm if self.max_grad_norm is not None else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, clip)
+        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor under FSDP2
+        finite = math.isfinite(norm)
+        means.add("train/grpo/skipped_steps", float(not finite) / self.num_iterations)
+        if finite:
+            means.add("train/grpo/grad_norm", norm / self.num_iterations)
+        else:  # optimizers leave parameters without a gradient (and their state) untouched
+            log.warning("step %d: non-finite gradient norm (%s); the update is skipped",
+                        module.trainer.global_step, norm)
+            optimizer.zero_grad(set_to_none=True)
+        optimizer.step()  # still counted, so global_step, schedules and sampling seeds stay aligned
         optimizer.zero_grad(set_to_none=True)
         scheduler = module.lr_schedulers()
         if scheduler is not None:
