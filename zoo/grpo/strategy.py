@@ -101,6 +101,10 @@ class GRPOMixin:
             _check(self.num_iterations == 1, "num_iterations > 1 reuses each rollout for several optimizer "
                                              "steps; it cannot be combined with accumulate_grad_batches")
             self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
+        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its code."""
+        return super().load_checkpoint(checkpoint_path, weights_only=True)
+
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
         module, means = self.lightning_module, Means()
