@@ -16,6 +16,7 @@ import numpy as np
 from datamodules.sources.base import Source
 from datamodules.sources.video_folder import decode
 from tasks import SkipItem, Video
+from tasks.extras import require
 
 _VERSION = 1  # part of the cache path: bump it whenever the drawing changes
 
@@ -151,10 +152,7 @@ def _bounce(positions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndar
 
 def _write_mp4(path: Path, frames: np.ndarray, fps: float) -> None:
     """Write ``frames`` ``[T, H, W, 3]`` losslessly to ``path``, atomically (temporary file, then rename)."""
-    try:
-        import av
-    except ImportError as err:
-        raise ImportError('SyntheticVideos writes its clips with PyAV: pip install "zoo[video]"') from err
+    av = require("av", "video", "SyntheticVideos writes its clips with PyAV")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     os.close(handle)

@@ -12,6 +12,7 @@ from PIL import Image
 
 from datamodules.sources.base import Source, find_files
 from tasks import SkipItem, Video
+from tasks.extras import require
 
 
 class VideoFolder(Source):
@@ -117,7 +118,7 @@ def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max
     Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded.
     """
     check_sampling(num_frames, fps, max_frames, max_pixels, trim)
-    decord = _decord()
+    decord = require("decord", "video", "video sources decode with decord")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
         total, video_fps = len(reader), float(reader.get_avg_fps())
@@ -131,12 +132,6 @@ def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max
     return Video(frames=_fit(frames, max_pixels), fps=sampled_fps, name=str(path))
 
 
-def _decord():
-    try:
-        import decord
-    except ImportError as err:
-        raise ImportError('video sources decode with decord: pip install "zoo[video]"') from err
-    return decord
 
 
 def _read(reader, indices: np.ndarray, decord_error: type[Exception]) -> np.ndarray:
