@@ -1,0 +1,222 @@
+"""`zoo bench`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
+
+Each framework runs in a subprocess of its own (clean peak memory, no shared caches), on the same rotation
+prompts built from the same synthetic images, with the same group size, completion length, learning rate,
+loss and precision. Reported per framework: median seconds per step after warm-up, completion tokens per
+second, peak memory; for zoo also the sample / score / train split; and the zoo/TRL speed ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass
+class Settings:
+    """What both frameworks run with."""
+
+    model: str = "tiny:qwen2_5_vl"
+    prompts: int = 4
+    generations: int = 8
+    max_new_tokens: int = 16
+    steps: int = 6
+    warmup: int = 2
+    lr: float = 1e-5
+    dtype: str = "float32"
+    image_size: int = 56
+    seed: int = 0
+
+
+def _task():
+    from tasks import Rotation
+
+    return Rotation(labels="letters", answer_format="bare")
+
+
+def _source(settings: Settings):
+    from datamodules import SyntheticScenes
+
+    return SyntheticScenes(size=settings.prompts * (settings.steps + settings.warmup) + 8,
+                           image_size=settings.image_size, seed=settings.seed)
+
+
+def _peak_memory_gib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+
+
+def run_zoo(settings: Settings) -> dict:
+    """Seconds and completion tokens of each zoo step (Lightning Trainer + GRPOStrategy)."""
+    from lightning.pytorch import Callback, Trainer, seed_everything
+
+    from datamodules import PretextDataModule
+    from zoo import GRPOStrategy, QwenVLPolicy
+
+    class Clock(Callback):
+        def __init__(self):
+            self.steps: list[dict] = []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.start = time.perf_counter()
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            rollout, metrics = outputs["rollout"], outputs["metrics"]
+            self.steps.append({"s": time.perf_counter() - self.start,
+                               "tokens": int(rollout.completion_mask.sum()),
+                               **{k.split("/")[1]: metrics[k] for k in ("perf/sample_s", "perf/score_s",
+                                                                         "perf/train_s")}})
+
+    seed_everything(settings.seed)
+    accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    policy = QwenVLPolicy(settings.model, dtype=settings.dtype,
+                          optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr))
+    data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0,
+                             seed=settings.seed)
+    clock = Clock()
+    strategy = GRPOStrategy(num_generations=settings.generations, max_new_tokens=settings.max_new_tokens,
+                            loss_type="dapo", beta=0.0, device=accelerator)
+    trainer = Trainer(max_steps=settings.steps + settings.warmup, strategy=strategy, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[clock], limit_val_batches=0, accelerator=accelerator, devices=1)
+    trainer.fit(policy, data)
+    return {"steps": clock.steps, "peak_gib": _peak_memory_gib(strategy.root_device)}
+
+
+def _trl_dataset(settings: Settings):
+    """The rotation prompts as a TRL conversational dataset with an ``image`` column."""
+    from datasets import Dataset
+
+    task, source, rows = _task(), _source(settings), []
+    for i in range(settings.prompts * (settings.steps + settings.warmup)):
+        example = task.make_example(source[i], random.Random(settings.seed * 100_003 + i))
+        content = example.messages[0]["content"]
+        rows.append({"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text",
+                                                                                 "text": content[-1]["text"]}]}],
+                     "image": next(p["image"] for p in content if p["type"] == "image"),
+                     "answer": example.answer})
+    return Dataset.from_list(rows)
+
+
+def run_trl(settings: Settings) -> dict:
+    """Seconds and completion tokens of each TRL ``GRPOTrainer`` step with the same settings."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from zoo import tiny
+    from zoo.policy import DTYPES
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.steps: list[dict] = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps.append({"s": time.perf_counter() - self.start})
+
+    def reward(prompts, completions, answer, **kwargs) -> list[float]:  # what the bare rotation task checks
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return [float(t.strip() == a) for a, t in zip(answer, texts, strict=True)]
+
+    path = tiny.resolve(settings.model)
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
+    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
+                        per_device_train_batch_size=settings.prompts * settings.generations,
+                        num_generations=settings.generations,
+                        max_completion_length=settings.max_new_tokens, max_steps=settings.steps + settings.warmup,
+                        learning_rate=settings.lr, loss_type="dapo", beta=0.0, logging_steps=1, report_to=[],
+                        save_strategy="no", seed=settings.seed, use_cpu=not torch.cuda.is_available(),
+                        bf16=settings.dtype == "bfloat16", shuffle_dataset=False)
+    clock = Clock()
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=_trl_dataset(settings),
+                          processing_class=AutoProcessor.from_pretrained(path), callbacks=[clock])
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
+    for step, entry in zip(clock.steps, logs, strict=True):
+        step["tokens"] = int(round(entry["completions/mean_length"] * settings.prompts * settings.generations))
+    return {"steps": clock.steps, "peak_gib": _peak_memory_gib(trainer.accelerator.device)}
+
+
+RUNNERS = {"zoo": run_zoo, "trl": run_trl}
+
+
+def summarise(result: dict, warmup: int) -> dict:
+    """Medians over the steps after ``warmup``."""
+    steps = result["steps"][warmup:]
+    seconds = statistics.median(step["s"] for step in steps)
+    out = {"s_per_step": seconds, "completion_tokens_per_s": statistics.median(step["tokens"] / step["s"]
+                                                                               for step in steps),
+           "peak_gib": result["peak_gib"], "steps_timed": len(steps)}
+    for phase in ("sample_s", "score_s", "train_s"):
+        if phase in steps[0]:
+            out[phase] = statistics.median(step[phase] for step in steps)
+    return out
+
+
+def table(summaries: dict[str, dict]) -> str:
+    """A plain-text table with the zoo/TRL speed ratio."""
+    names = ["s_per_step", "completion_tokens_per_s", "sample_s", "score_s", "train_s", "peak_gib"]
+    lines = [f"{'':26}" + "".join(f"{fw:>12}" for fw in summaries)]
+    for name in names:
+        cells = [f"{s[name]:12.3f}" if name in s else f"{'-':>12}" for s in summaries.values()]
+        lines.append(f"{name:26}" + "".join(cells))
+    if {"zoo", "trl"} <= set(summaries):
+        ratio = summaries["trl"]["s_per_step"] / summaries["zoo"]["s_per_step"]
+        lines.append(f"zoo speed / TRL speed: {ratio:.2f}x (steps per second)")
+    return "\n".join(lines)
+
+
+def _child(framework: str, settings: Settings, out: Path) -> None:
+    torch.set_num_threads(int(os.environ.get("ZOO_BENCH_THREADS", torch.get_num_threads())))
+    out.write_text(json.dumps(RUNNERS[framework](settings)))
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    parser = argparse.ArgumentParser(prog="zoo bench", description=__doc__.split("\n\n")[0])
+    for name, default in asdict(Settings()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    parser.add_argument("--frameworks", default="zoo,trl", help="comma-separated: zoo, trl")
+    parser.add_argument("--json", help="also write the summaries to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = vars(parser.parse_args(argv))
+    frameworks, json_out = args.pop("frameworks").split(","), args.pop("json")
+    child, child_out = args.pop("child"), args.pop("child_out")
+    settings = Settings(**args)
+    if child:
+        _child(child, settings, Path(child_out))
+        return {}
+    summaries = {}
+    for framework in frameworks:
+        if framework not in RUNNERS:
+            parser.error(f"unknown framework {framework!r}; choose from {sorted(RUNNERS)}")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "result.json"
+            command = [sys.executable, "-m", "zoo.bench", *(argv if argv is not None else sys.argv[1:]),
+                       "--child", framework, "--child-out", str(out)]
+            subprocess.run(command, check=True, cwd=tmp)
+            summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
+    print(f"settings: {asdict(settings)}")
+    print(table(summaries))
+    if json_out:
+        Path(json_out).write_text(json.dumps({"settings": asdict(settings), "results": summaries}, indent=2))
+    return summaries
+
+
+if __name__ == "__main__":
+    main()
