@@ -142,25 +142,28 @@ def poison_first_loss(monkeypatch, calls: int):
     monkeypatch.setattr(F, "aggregate", nan_first)
 
 
-def test_a_non_finite_loss_skips_the_update_and_spares_the_optimizer(monkeypatch):
+def initial_params():
     torch.manual_seed(0)
-    before = QwenVLPolicy("tiny:qwen2_5_vl")
-    before.configure_model()
+    policy = QwenVLPolicy("tiny:qwen2_5_vl")
+    policy.configure_model()
+    return params(policy)
+
+
+def test_a_non_finite_loss_skips_the_update_and_spares_the_optimizer(monkeypatch):
+    before = initial_params()
     poison_first_loss(monkeypatch, calls=1)
     trainer, policy = fit(steps=1, entropy_coef=0.05)
     assert trainer.global_step == 1  # the skipped step still counts
     assert trainer.callback_metrics["train/grpo/skipped_steps"] == 1
-    assert all(torch.equal(p, params(before)[n]) for n, p in params(policy).items())
+    assert all(torch.equal(p, before[n]) for n, p in params(policy).items())
     assert not policy.optimizers().optimizer.state  # no moment was touched by the NaN gradient
 
 
 def test_training_goes_on_after_a_skipped_step(monkeypatch):
-    torch.manual_seed(0)
-    before = QwenVLPolicy("tiny:qwen2_5_vl")
-    before.configure_model()
+    before = initial_params()
     poison_first_loss(monkeypatch, calls=1)
     trainer, policy = fit(steps=2, entropy_coef=0.05)
     after = params(policy)
     assert all(torch.isfinite(p).all() for p in after.values())
-    assert any(not torch.equal(p, params(before)[n]) for n, p in after.items())
+    assert any(not torch.equal(p, before[n]) for n, p in after.items())
     assert trainer.callback_metrics["train/grpo/skipped_steps"] == 0  # the last logged step was clean
