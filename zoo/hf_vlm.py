@@ -1,0 +1,127 @@
+"""Hugging Face image-text-to-text models beyond Qwen (Idefics3 / SmolVLM, Gemma 3) as GRPO policies.
+
+Families differ in how an image reaches the model: Idefics3 splits it into crops (a row-by-column grid of
+``<row_i_col_j>`` tiles plus a ``<global-img>`` view, framed by ``<fake_token_around_image>``) padded per prompt
+into ``pixel_values [B, crops, 3, H, W]`` with a ``pixel_attention_mask``; Gemma 3 resizes it to one fixed size,
+``pixel_values [images, 3, H, W]``, and marks image tokens in ``token_type_ids``. A `Family` says which layout a
+model type uses and how many placeholder tokens its images need; adding a family is one entry in `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from zoo.batch import MediaSpec, PromptBatch
+from zoo.policy import PolicyModule
+from zoo.qwen_vl import FAMILIES as QWEN_FAMILIES
+from zoo.qwen_vl import media_parts
+
+
+def _crop_tokens(config, tensors: dict[str, Tensor]) -> int:
+    """Idefics3: every real crop (padding crops have an all-zero mask) becomes (patches / scale²) tokens."""
+    vision = config.vision_config
+    per_crop = (vision.image_size // vision.patch_size) ** 2 // config.scale_factor ** 2
+    return per_crop * int(tensors["pixel_attention_mask"].flatten(2).any(-1).sum())  # mask [B, crops, H, W]
+
+
+def _fixed_tokens(config, tensors: dict[str, Tensor]) -> int:
+    """Gemma 3: every image becomes ``mm_tokens_per_image`` tokens."""
+    return config.mm_tokens_per_image * len(tensors["pixel_values"])  # [images, 3, H, W]
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a model type lays out its images.
+
+    Args:
+        image: Layout of the image tensors in the processor output.
+        image_tokens: Placeholder tokens the image tensors of a batch need, from the model config.
+    """
+
+    image: MediaSpec
+    image_tokens: Callable[[object, dict[str, Tensor]], int]
+
+
+CROPS = Family(MediaSpec(per_row=("pixel_values", "pixel_attention_mask")), _crop_tokens)
+FAMILIES = {"idefics3": CROPS, "smolvlm": CROPS,
+            "gemma3": Family(MediaSpec(per_item=("pixel_values",)), _fixed_tokens)}
+# media placeholders and image-structure tokens: a sampled one breaks the next forward
+BANNED = re.compile(r"image|video|vision|audio|<\|im_start\|>|<global-img>|<row_\d+_col_\d+>", re.IGNORECASE)
+GROUPS = {"vision": ("vision_tower", "vision_model"), "aligner": ("multi_modal_projector", "connector"),
+          "llm": ("language_model", "text_model")}
+
+
+def content_parts(messages: list[dict]) -> list[dict]:
+    """Messages with string content turned into one text part (templates of several families iterate parts)."""
+    return [m | {"content": [{"type": "text", "text": m["content"]}]} if isinstance(m["content"], str) else m
+            for m in messages]
+
+
+class HFVLMPolicy(PolicyModule):
+    """A Hugging Face vision-language policy loaded with ``AutoModelForImageTextToText`` + ``AutoProcessor``:
+    Idefics3 / SmolVLM and Gemma 3 (Qwen-VL models: `zoo.QwenVLPolicy`). Images, several per prompt, mixed
+    with text-only prompts in one batch; the checkpoint's own chat template renders them.
+
+    Args:
+        pretrained: Hub id (e.g. ``HuggingFaceTB/SmolVLM-256M-Instruct``, ``google/gemma-3-4b-it``), local
+            directory, or ``tiny:idefics3`` / ``tiny:gemma3``.
+        trust_remote_code: Let the checkpoint run its own Python code from the hub (only for checkpoints that
+            need it; the model type must still be one of the supported families).
+        **kwargs: Options common to every policy (see `PolicyModule`).
+    """
+
+    modalities = frozenset({"text", "image"})
+    tiny_checkpoints = ("tiny:idefics3", "tiny:gemma3")
+    banned_special = BANNED
+
+    def __init__(self, pretrained: str, trust_remote_code: bool = False, **kwargs):
+        super().__init__(pretrained=pretrained, **kwargs)
+        self.trust_remote_code = trust_remote_code
+
+    def load(self, path: str):
+        from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+        remote = {"trust_remote_code": self.trust_remote_code}
+        model_type = AutoConfig.from_pretrained(path, **remote).model_type
+        if model_type in QWEN_FAMILIES:
+            raise ValueError(f"{path} is a {model_type!r} model: use zoo.QwenVLPolicy")
+        if model_type not in FAMILIES:
+            raise ValueError(f"{path} is a {model_type!r} model; HFVLMPolicy supports {sorted(FAMILIES)}")
+        processor = AutoProcessor.from_pretrained(path, **remote)
+        if getattr(processor.image_processor, "do_pan_and_scan", False):
+            raise ValueError(f"{path}: Gemma 3 pan-and-scan crops are not supported; set do_pan_and_scan=False")
+        self.family = FAMILIES[model_type]
+        return AutoModelForImageTextToText.from_pretrained(path, **remote, **self.load_kwargs()), processor
+
+    def encode(self, examples: list) -> PromptBatch:
+        self.check_media(examples)
+        texts = [self.processor.apply_chat_template(content_parts(ex.messages), tokenize=False,
+                                                    add_generation_prompt=True) for ex in examples]
+        images = [[part["image"].convert("RGB") for part in media_parts(ex, "image")] for ex in examples]
+        kwargs = {"images": images} if any(images) else {}  # nested: one list per prompt, empty for text-only
+        tensors = dict(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
+        self._check_placeholders(tensors, bool(kwargs))
+        return PromptBatch(tensors=tensors, items={"image": [len(i) for i in images]},
+                           specs={"image": self.family.image})
+
+    def _check_placeholders(self, tensors: dict[str, Tensor], has_images: bool) -> None:
+        """The prompts must hold exactly the placeholder tokens the model fills with image features (a
+        processor that does not match the model, or truncation, would otherwise fail deep inside it)."""
+        config = self.model.config
+        expected = self.family.image_tokens(config, tensors) if has_images else 0
+        found = int((tensors["input_ids"] == config.image_token_id).sum())
+        if found != expected:
+            token = self.tokenizer.convert_ids_to_tokens(config.image_token_id)
+            raise ValueError(f"the prompts hold {found} {token} tokens but the images need {expected}: does the "
+                             "processor match the model (image_seq_len, image size), and is nothing truncated?")
+
+    def module_groups(self) -> dict[str, list[nn.Module]]:
+        """``vision`` (the vision tower), ``aligner`` (the projector / connector), ``llm`` (LM and head)."""
+        inner = self.model.model
+        groups = {name: [getattr(inner, a) for a in attrs if hasattr(inner, a)] for name, attrs in GROUPS.items()}
+        groups["llm"].append(self.model.lm_head)
+        return groups
