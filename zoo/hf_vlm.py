@@ -71,6 +71,8 @@ class HFVLMPolicy(PolicyModule):
             directory, or ``tiny:idefics3`` / ``tiny:gemma3``.
         trust_remote_code: Let the checkpoint run its own Python code from the hub (only for checkpoints that
             need it; the model type must still be one of the supported families).
+        processor_kwargs: Overrides for ``AutoProcessor.from_pretrained``, e.g. ``{size: {longest_edge: 1024}}``
+            to cut SmolVLM's image splitting (the main memory knob: every crop is 64 tokens).
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
@@ -78,9 +80,11 @@ class HFVLMPolicy(PolicyModule):
     tiny_checkpoints = ("tiny:idefics3", "tiny:gemma3")
     banned_special = BANNED
 
-    def __init__(self, pretrained: str, trust_remote_code: bool = False, **kwargs):
+    def __init__(self, pretrained: str, trust_remote_code: bool = False, processor_kwargs: dict | None = None,
+                 **kwargs):
         super().__init__(pretrained=pretrained, **kwargs)
         self.trust_remote_code = trust_remote_code
+        self.processor_kwargs = dict(processor_kwargs or {})
 
     def load(self, path: str):
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
@@ -91,7 +95,7 @@ class HFVLMPolicy(PolicyModule):
             raise ValueError(f"{path} is a {model_type!r} model: use zoo.QwenVLPolicy")
         if model_type not in FAMILIES:
             raise ValueError(f"{path} is a {model_type!r} model; HFVLMPolicy supports {sorted(FAMILIES)}")
-        processor = AutoProcessor.from_pretrained(path, **remote)
+        processor = AutoProcessor.from_pretrained(path, **remote, **self.processor_kwargs)
         if getattr(processor.image_processor, "do_pan_and_scan", False):
             raise ValueError(f"{path}: Gemma 3 pan-and-scan crops are not supported; set do_pan_and_scan=False")
         self.family = FAMILIES[model_type]

@@ -1,0 +1,100 @@
+"""HFVLMPolicy specifics on tiny Idefics3 and Gemma 3: placeholders, banned tokens, groups, export, GRPO."""
+
+from functools import partial
+
+import pytest
+import torch
+from lightning.pytorch import Trainer
+
+from callbacks import GRPOMetrics
+from datamodules import PretextDataModule, SyntheticScenes
+from tasks import Rotation
+from tests.zoo.test_policy_contract import image_examples
+from zoo import GRPOStrategy, HFVLMPolicy
+
+STRUCTURE = {"tiny:idefics3": ["<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
+                               "<row_6_col_6>"],
+             "tiny:gemma3": ["<start_of_image>", "<image_soft_token>", "<end_of_image>"]}
+
+
+@pytest.fixture(scope="module", params=HFVLMPolicy.tiny_checkpoints)
+def policy(request):
+    module = HFVLMPolicy(request.param)
+    module.configure_model()
+    return module
+
+
+def test_image_structure_tokens_are_banned_but_the_turn_end_is_not(policy):
+    ids = policy.tokenizer.convert_tokens_to_ids(STRUCTURE[policy.pretrained])
+    assert policy.tokenizer.unk_token_id not in ids and set(ids) <= set(policy.banned_ids)
+    assert policy.model.generation_config.eos_token_id in policy.eos_ids
+
+
+def test_placeholder_count_mismatch_is_a_clear_error(policy):
+    examples = image_examples()
+    policy.encode(examples)  # consistent: no error
+    if policy.pretrained == "tiny:idefics3":  # a processor that expands fewer tokens than the model fills
+        policy.processor.image_seq_len, restore = 3, ("image_seq_len", 4)
+        match = "<image>"
+    else:
+        full = policy.processor.full_image_sequence
+        policy.processor.full_image_sequence, restore = full.replace("<image_soft_token>", "", 1), (
+            "full_image_sequence", full)
+        match = "<image_soft_token>"
+    try:
+        with pytest.raises(ValueError, match=f"{match} tokens but the images need"):
+            policy.encode(examples)
+    finally:
+        setattr(policy.processor, *restore)
+
+
+def test_module_groups_partition_the_parameters(policy):
+    groups = {name: {id(p) for m in modules for p in m.parameters()} for name, modules in
+              policy.module_groups().items()}
+    assert sorted(groups) == ["aligner", "llm", "vision"] and all(groups.values())
+    assert sum(map(len, groups.values())) == len({id(p) for p in policy.model.parameters()})  # disjoint, complete
+    assert set().union(*groups.values()) == {id(p) for p in policy.model.parameters()}
+
+
+def test_text_only_rows_drop_the_padded_pixels():
+    policy = HFVLMPolicy("tiny:idefics3", processor_kwargs={"size": {"longest_edge": 32}})
+    policy.configure_model()
+    batch = policy.encode(image_examples())
+    assert batch.tensors["pixel_values"].shape[:2] == (3, 2)  # [B, crops]: one crop per image, 2 at most
+    assert batch.items == {"image": [1, 2, 0]}
+    assert "pixel_values" not in batch.select([2, 2]) and batch.select([0, 2])["pixel_values"].shape[0] == 2
+
+
+def test_qwen_checkpoints_point_to_qwen_policy():
+    with pytest.raises(ValueError, match="QwenVLPolicy"):
+        HFVLMPolicy("tiny:qwen2_vl").configure_model()
+
+
+def test_save_pretrained_round_trip_gives_the_same_logits(policy, tmp_path):
+    policy.save_pretrained(tmp_path)
+    reloaded = HFVLMPolicy(str(tmp_path))
+    reloaded.configure_model()
+    rollout = policy.sample(image_examples(), 2, max_new_tokens=4, seed=0)
+    rows = torch.arange(rollout.size)
+    with torch.no_grad():
+        first, second = policy.token_log_probs(rollout, rows)[0], reloaded.token_log_probs(rollout, rows)[0]
+    assert torch.equal(first, second)
+    assert reloaded.encode(image_examples()).tensors["input_ids"].equal(policy.encode(image_examples()).tensors[
+        "input_ids"])
+
+
+@pytest.mark.parametrize("checkpoint", HFVLMPolicy.tiny_checkpoints)
+def test_grpo_steps_on_rotation(checkpoint):
+    torch.manual_seed(0)
+    policy = HFVLMPolicy(checkpoint, optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    task = Rotation(labels="letters", answer_format="bare")
+    data = PretextDataModule(SyntheticScenes(size=16, image_size=48), task, batch_size=2, val_size=2,
+                             epoch_size=4)
+    trainer = Trainer(max_steps=2, strategy=GRPOStrategy(num_generations=2, max_new_tokens=3, entropy_coef=0.01),
+                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)], num_sanity_val_steps=0,
+                      val_check_interval=2, check_val_every_n_epoch=None)
+    trainer.fit(policy, data)
+    logged = trainer.callback_metrics
+    assert trainer.global_step == 2 and torch.isfinite(logged["train/grpo/loss"])
+    assert "train/reward/rotation/accuracy" in logged and "val/rotation/accuracy" in logged
