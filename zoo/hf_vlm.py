@@ -46,8 +46,7 @@ class Family:
     image_tokens: Callable[[object, dict[str, Tensor]], int]
 
 
-CROPS = Family(MediaSpec(per_row=("pixel_values", "pixel_attention_mask")), _crop_tokens)
-FAMILIES = {"idefics3": CROPS, "smolvlm": CROPS,
+FAMILIES = {"idefics3": Family(MediaSpec(per_row=("pixel_values", "pixel_attention_mask")), _crop_tokens),
             "gemma3": Family(MediaSpec(per_item=("pixel_values",)), _fixed_tokens)}
 # media placeholders and image-structure tokens: a sampled one breaks the next forward
 BANNED = re.compile(r"image|video|vision|audio|<\|im_start\|>|<global-img>|<row_\d+_col_\d+>", re.IGNORECASE)
