@@ -9,7 +9,7 @@ from lightning.pytorch import Trainer
 from callbacks import GRPOMetrics
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
-from tests.zoo.test_policy_contract import image_examples
+from tests.zoo.test_policy_contract import image_examples, video_examples
 from zoo import GRPOStrategy, HFVLMPolicy
 
 STRUCTURE = {"tiny:idefics3": ["<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
@@ -63,6 +63,11 @@ def test_text_only_rows_drop_the_padded_pixels():
     assert batch.tensors["pixel_values"].shape[:2] == (3, 2)  # [B, crops]: one crop per image, 2 at most
     assert batch.items == {"image": [1, 2, 0]}
     assert "pixel_values" not in batch.select([2, 2]) and batch.select([0, 2])["pixel_values"].shape[0] == 2
+
+
+def test_videos_are_a_clear_error(policy):
+    with pytest.raises(ValueError, match=r"takes \['image', 'text'\].*has \['video'\]"):
+        policy.encode(video_examples()[:1])
 
 
 def test_qwen_checkpoints_point_to_qwen_policy():
