@@ -49,7 +49,7 @@ class Family:
 FAMILIES = {"idefics3": Family(MediaSpec(per_row=("pixel_values", "pixel_attention_mask")), _crop_tokens),
             "gemma3": Family(MediaSpec(per_item=("pixel_values",)), _fixed_tokens)}
 # media placeholders and image-structure tokens: a sampled one breaks the next forward
-BANNED = re.compile(r"image|video|vision|audio|<\|im_start\|>|<global-img>|<row_\d+_col_\d+>", re.IGNORECASE)
+BANNED = re.compile(PolicyModule.banned_special.pattern + r"|<global-img>|<row_\d+_col_\d+>", re.IGNORECASE)
 GROUPS = {"vision": ("vision_tower", "vision_model"), "aligner": ("multi_modal_projector", "connector"),
           "llm": ("language_model", "text_model")}
 
