@@ -23,16 +23,19 @@ class MediaSpec:
         grid: Key in ``per_item`` whose row product is the number of ``flat`` rows of each item.
         per_row: Keys with one entry per prompt, padded over that prompt's items (Idefics3's
             ``pixel_values`` ``[B, max crops, 3, H, W]``); left out when the selected prompts hold no item.
+        counts: Key that gets the number of items of each selected prompt holding any (LLaVA-OneVision's
+            ``batch_num_images``), or None.
     """
 
     per_item: tuple[str, ...] = ()
     flat: str | None = None
     grid: str | None = None
     per_row: tuple[str, ...] = ()
+    counts: str | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
-        return (*self.per_item, *((self.flat,) if self.flat else ()), *self.per_row)
+        return (*self.per_item, *self.per_row, *(key for key in (self.flat, self.counts) if key))
 
 
 @dataclass
@@ -74,6 +77,8 @@ class PromptBatch:
             return {}
         out = {key: self.tensors[key][item_ids] for key in spec.per_item if key in self.tensors}
         out |= {key: self.tensors[key][rows] for key in spec.per_row if key in self.tensors}
+        if spec.counts is not None:
+            out[spec.counts] = torch.tensor([counts[r] for r in rows if counts[r]])
         if spec.flat is not None:
             sizes = self.tensors[spec.grid].prod(-1).tolist()  # flat rows per item
             starts = [0, *torch.tensor(sizes).cumsum(0).tolist()]

@@ -1,5 +1,5 @@
-"""Random-init tiny VLMs (Qwen-VL, Idefics3 / SmolVLM, Gemma 3) with an offline byte-level tokenizer, saved as
-ordinary pretrained dirs.
+"""Random-init tiny VLMs (Qwen-VL, Idefics3 / SmolVLM, Gemma 3, LLaVA-OneVision) with an offline byte-level
+tokenizer, saved as ordinary pretrained dirs.
 
 Tests and the quickstart load them through the same ``from_pretrained`` path as real checkpoints: pass
 ``pretrained: tiny:qwen2_5_vl`` (built once into a cache dir) or build one with
@@ -194,8 +194,35 @@ def _gemma3(_):
                                    chat_template=GEMMA3_TEMPLATE)
 
 
+def _llava_onevision(_):
+    """Anyres tiling: an image alone in its prompt becomes a 32 px base tile plus a grid of 32 px tiles (up to
+    2x2), 16 <image> tokens each before unpadding; in a multi-image prompt, only the base tile."""
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tok = build_tokenizer(("<image>", "<video>"))
+    ids = tok.convert_tokens_to_ids
+    pinpoints = [[32, 32], [32, 64], [64, 32], [64, 64]]
+    config = LlavaOnevisionConfig(
+        text_config=dict(_text_config(tok), model_type="qwen2", rope_parameters={"rope_type": "default",
+                                                                                 "rope_theta": 1e6}),
+        vision_config=dict(VISION, model_type="siglip_vision_model"), image_token_index=ids("<image>"),
+        video_token_index=ids("<video>"), image_grid_pinpoints=pinpoints, vision_feature_select_strategy="full")
+    image = LlavaOnevisionImageProcessor(size={"height": 32, "width": 32}, image_grid_pinpoints=pinpoints)
+    video = LlavaOnevisionVideoProcessor(size={"height": 32, "width": 32})
+    template = CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>").replace(
+        "<|vision_start|><|video_pad|><|vision_end|>", "<video>")
+    return config, LlavaOnevisionProcessor(image_processor=image, video_processor=video, tokenizer=tok,
+                                           num_image_tokens=16, vision_feature_select_strategy="full",
+                                           chat_template=template)
+
+
 FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "idefics3": _idefics3,
-            "gemma3": _gemma3}
+            "gemma3": _gemma3, "llava_onevision": _llava_onevision}
 
 
 def _gemma3_init(model) -> None:

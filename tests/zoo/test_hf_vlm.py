@@ -1,4 +1,4 @@
-"""HFVLMPolicy specifics on tiny Idefics3 and Gemma 3: placeholders, banned tokens, groups, export, GRPO."""
+"""HFVLMPolicy on tiny Idefics3, Gemma 3 and LLaVA-OneVision: placeholders, banned tokens, groups, export, GRPO."""
 
 from functools import partial
 
@@ -14,7 +14,12 @@ from zoo import GRPOStrategy, HFVLMPolicy
 
 STRUCTURE = {"tiny:idefics3": ["<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
                                "<row_6_col_6>"],
-             "tiny:gemma3": ["<start_of_image>", "<image_soft_token>", "<end_of_image>"]}
+             "tiny:gemma3": ["<start_of_image>", "<image_soft_token>", "<end_of_image>"],
+             "tiny:llava_onevision": ["<image>", "<video>"]}
+
+MISMATCH = {"tiny:idefics3": ("image_seq_len", lambda n: n - 1),
+            "tiny:gemma3": ("full_image_sequence", lambda text: text.replace("<image_soft_token>", "", 1)),
+            "tiny:llava_onevision": ("num_image_tokens", lambda n: 9)}
 
 
 @pytest.fixture(scope="module", params=HFVLMPolicy.tiny_checkpoints)
@@ -30,22 +35,13 @@ def test_image_structure_tokens_are_banned_but_the_turn_end_is_not(policy):
     assert policy.model.generation_config.eos_token_id in policy.eos_ids
 
 
-def test_placeholder_count_mismatch_is_a_clear_error(policy):
-    examples = image_examples()
-    policy.encode(examples)  # consistent: no error
-    if policy.pretrained == "tiny:idefics3":  # a processor that expands fewer tokens than the model fills
-        policy.processor.image_seq_len, restore = 3, ("image_seq_len", 4)
-        match = "<image>"
-    else:
-        full = policy.processor.full_image_sequence
-        policy.processor.full_image_sequence, restore = full.replace("<image_soft_token>", "", 1), (
-            "full_image_sequence", full)
-        match = "<image_soft_token>"
-    try:
-        with pytest.raises(ValueError, match=f"{match} tokens but the images need"):
-            policy.encode(examples)
-    finally:
-        setattr(policy.processor, *restore)
+def test_placeholder_count_mismatch_is_a_clear_error(policy, monkeypatch):
+    policy.encode(image_examples())  # consistent: no error
+    name, change = MISMATCH[policy.pretrained]  # a processor that expands other counts than the model fills
+    monkeypatch.setattr(policy.processor, name, change(getattr(policy.processor, name)))
+    token = policy.tokenizer.convert_ids_to_tokens(policy.model.config.image_token_id)
+    with pytest.raises(ValueError, match=f"{token} tokens but the images need"):
+        policy.encode(image_examples())
 
 
 def test_module_groups_partition_the_parameters(policy):
