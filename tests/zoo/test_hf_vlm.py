@@ -8,7 +8,8 @@ from lightning.pytorch import Trainer
 
 from callbacks import GRPOMetrics
 from datamodules import PretextDataModule, SyntheticScenes
-from tasks import Rotation
+from tasks import Example, Rotation
+from tests.helpers import make_item
 from tests.zoo.test_policy_contract import image_examples, video_examples
 from zoo import GRPOStrategy, HFVLMPolicy
 
@@ -99,3 +100,18 @@ def test_grpo_steps_on_rotation(checkpoint):
     logged = trainer.callback_metrics
     assert trainer.global_step == 2 and torch.isfinite(logged["train/grpo/loss"])
     assert "train/reward/rotation/accuracy" in logged and "val/rotation/accuracy" in logged
+
+
+@pytest.mark.parametrize("aspect", ["anyres_max_9", "anyres_max_1"])  # max_1 shrinks the unpadded grid
+def test_llava_onevision_anyres_counts_match_the_model(aspect, monkeypatch):
+    policy = HFVLMPolicy("tiny:llava_onevision")
+    policy.configure_model()
+    monkeypatch.setattr(policy.model.config, "vision_aspect_ratio", aspect)
+    monkeypatch.setattr(policy.processor, "vision_aspect_ratio", aspect)
+    image = make_item("image", 0)
+    examples = [Example([{"role": "user", "content": [{"type": "image", "image": image.resize(size)},
+                                                      {"type": "text", "text": "?"}]}], "x", f"{size}")
+                for size in [(60, 40), (20, 90), (90, 20), (64, 64), (33, 31)]]
+    batch = policy.encode(examples)  # the count check agrees with the processor
+    with torch.no_grad():  # and the model's own feature count agrees with both
+        policy.model(**batch.select([4, 0, 2]))
