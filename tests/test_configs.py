@@ -57,3 +57,15 @@ def test_trainer_groups_compose_with_an_experiment(group):
     # the experiment's GRPO settings survive the change of strategy class
     assert strategy.init_args.max_new_tokens == 1 and strategy.init_args.num_generations == 8
     assert config.trainer.accelerator == "gpu"
+
+
+MODEL_GROUPS = sorted(str(p) for p in Path(__file__).parents[1].glob("configs/model/*.yaml"))
+
+
+@pytest.mark.parametrize("group", MODEL_GROUPS, ids=lambda p: Path(p).name)
+def test_model_groups_compose_with_an_experiment(group):
+    quickstart = next(p for p in CONFIGS if p.endswith("quickstart.yaml"))
+    config = parse_args(["--config", quickstart, "--model", group]).config
+    assert config.model.class_path in ("zoo.QwenVLPolicy", "zoo.HFVLMPolicy")
+    assert not config.model.init_args.pretrained.startswith("tiny:")
+    assert config.trainer.strategy.init_args.num_generations == 8  # the experiment's settings survive

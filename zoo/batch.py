@@ -21,11 +21,21 @@ class MediaSpec:
         per_item: Keys whose first dimension has one entry per media item (e.g. ``image_grid_thw``).
         flat: Key whose rows are the concatenated patches of all items, or None.
         grid: Key in ``per_item`` whose row product is the number of ``flat`` rows of each item.
+        per_row: Keys with one entry per prompt, padded over that prompt's items (Idefics3's
+            ``pixel_values`` ``[B, max crops, 3, H, W]``); left out when the selected prompts hold no item.
+        counts: Key that gets the number of items of each selected prompt holding any (LLaVA-OneVision's
+            ``batch_num_images``), or None.
     """
 
-    per_item: tuple[str, ...]
+    per_item: tuple[str, ...] = ()
     flat: str | None = None
     grid: str | None = None
+    per_row: tuple[str, ...] = ()
+    counts: str | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (*self.per_item, *self.per_row, *(key for key in (self.flat, self.counts) if key))
 
 
 @dataclass
@@ -48,7 +58,7 @@ class PromptBatch:
 
     @property
     def media_keys(self) -> set[str]:
-        return {key for spec in self.specs.values() for key in (*spec.per_item, spec.flat) if key}
+        return {key for spec in self.specs.values() for key in spec.keys}
 
     def select(self, rows: list[int] | Tensor) -> dict[str, Tensor]:
         """Processor-style inputs for prompts ``rows`` (repeats allowed), in that order."""
@@ -56,7 +66,7 @@ class PromptBatch:
         media_keys = self.media_keys
         out = {k: v[rows] for k, v in self.tensors.items() if k not in media_keys}
         for kind, spec in self.specs.items():
-            if spec.per_item[0] in self.tensors:
+            if any(key in self.tensors for key in spec.keys):
                 out.update(self._select_media(spec, self.items[kind], rows))
         return out
 
@@ -66,6 +76,9 @@ class PromptBatch:
         if not item_ids:  # e.g. a micro-batch of text-only prompts: empty media would crash the encoder
             return {}
         out = {key: self.tensors[key][item_ids] for key in spec.per_item if key in self.tensors}
+        out |= {key: self.tensors[key][rows] for key in spec.per_row if key in self.tensors}
+        if spec.counts is not None:
+            out[spec.counts] = torch.tensor([counts[r] for r in rows if counts[r]])
         if spec.flat is not None:
             sizes = self.tensors[spec.grid].prod(-1).tolist()  # flat rows per item
             starts = [0, *torch.tensor(sizes).cumsum(0).tolist()]

@@ -62,6 +62,8 @@ class PolicyModule(LightningModule, ABC):
     modalities: ClassVar[frozenset[str]] = frozenset({"text"})
     #: Offline ``pretrained`` values of this family (`zoo.tiny`); contract tests run every one of them.
     tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
+    #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure tokens.
+    banned_special: ClassVar[re.Pattern] = _BANNED_SPECIAL
 
     def __init__(
         self,
@@ -154,6 +156,16 @@ class PolicyModule(LightningModule, ABC):
             for module in groups[name]:
                 module.requires_grad_(False)
 
+    def check_media(self, examples: list) -> None:
+        """Every content part of ``examples`` must be of a kind in `modalities`."""
+        for ex in examples:
+            for message in ex.messages:
+                content = message["content"]
+                kinds = {"text"} if isinstance(content, str) else {part["type"] for part in content}
+                if not kinds <= self.modalities:
+                    raise ValueError(f"{type(self).__name__} takes {sorted(self.modalities)} content, but an "
+                                     f"example of task {ex.task!r} has {sorted(kinds - self.modalities)}")
+
     def _eos_ids(self) -> list[int]:
         configured = self.model.generation_config.eos_token_id
         ids = configured if isinstance(configured, list) else [configured]
@@ -166,7 +178,7 @@ class PolicyModule(LightningModule, ABC):
         """Media placeholders, turn starts, the pad token (unless it ends text) and the ``vocab`` rows past
         the tokenizer."""
         tok = self.tokenizer
-        banned = {i for i, t in tok.added_tokens_decoder.items() if t.special and _BANNED_SPECIAL.search(t.content)}
+        banned = {i for i, t in tok.added_tokens_decoder.items() if t.special and self.banned_special.search(t.content)}
         if tok.pad_token_id is not None and tok.pad_token_id not in self.eos_ids:
             banned.add(tok.pad_token_id)
         banned.update(range(len(tok), vocab))

@@ -68,7 +68,7 @@ class QwenVLPolicy(PolicyModule):
         return model, processor
 
     def encode(self, examples: list) -> PromptBatch:
-        self._check_media(examples)
+        self.check_media(examples)
         texts = [self.processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
                  for ex in examples]
         parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
@@ -91,15 +91,6 @@ class QwenVLPolicy(PolicyModule):
             if found != expected:
                 raise ValueError(f"the prompts hold {found} {token} tokens but the {kind} inputs need {expected}: "
                                  "does the chat template keep every media part, and is nothing truncated?")
-
-    def _check_media(self, examples: list) -> None:
-        for ex in examples:
-            for message in ex.messages:
-                content = message["content"]
-                kinds = {"text"} if isinstance(content, str) else {part["type"] for part in content}
-                if not kinds <= self.modalities:
-                    raise ValueError(f"{type(self).__name__} takes {sorted(self.modalities)} content, but an "
-                                     f"example of task {ex.task!r} has {sorted(kinds - self.modalities)}")
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         """``vision`` (the vision tower without its mergers), ``aligner`` (the mergers), ``llm``."""

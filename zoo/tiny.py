@@ -1,4 +1,5 @@
-"""Random-init tiny Qwen-VL models with an offline byte-level tokenizer, saved as ordinary pretrained dirs.
+"""Random-init tiny VLMs (Qwen-VL, Idefics3 / SmolVLM, Gemma 3, LLaVA-OneVision) with an offline byte-level
+tokenizer, saved as ordinary pretrained dirs.
 
 Tests and the quickstart load them through the same ``from_pretrained`` path as real checkpoints: pass
 ``pretrained: tiny:qwen2_5_vl`` (built once into a cache dir) or build one with
@@ -55,8 +56,9 @@ positions. Count the shapes: circles, squares, triangles.
 BPE_VOCAB = 500
 
 
-def build_tokenizer():
-    """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens."""
+def build_tokenizer(extra_tokens: tuple[str, ...] = (), named_tokens: dict[str, str] | None = None):
+    """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens, then
+    ``extra_tokens`` (another family's specials) and ``named_tokens`` (e.g. Gemma 3's ``boi_token``)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -68,8 +70,9 @@ def build_tokenizer():
     bpe.train_from_iterator([CORPUS] * 10, trainer)
     model = json.loads(bpe.to_str())["model"]
     tok = Qwen2Tokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
-                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>")
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS],
+                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>",
+                         **({"extra_special_tokens": named_tokens} if named_tokens else {}))
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in (*SPECIAL_TOKENS, *extra_tokens)],
                    special_tokens=True)
     tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -136,7 +139,98 @@ def _qwen3_vl(tok):
                                     chat_template=CHAT_TEMPLATE)
 
 
-FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl}
+# Idefics3 / SmolVLM: each image becomes crops of 32 px (a row-by-column grid plus a global view), each crop
+# 16 patches pixel-shuffled into 4 <image> tokens; the template writes one <image> per image, as SmolVLM's does.
+IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
+                   *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)))
+IDEFICS3_TEMPLATE = (
+    "<|im_start|>{% for m in messages %}{{ m.role | capitalize }}:"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+    "{%- if c.type == 'image' %}<image>{% elif c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+# Gemma 3: a fixed 32 px image, 16 patches average-pooled into 4 <image_soft_token>s; the template writes
+# <start_of_image>, which the processor expands to <start_of_image> + soft tokens + <end_of_image>.
+GEMMA3_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<image_soft_token>", "<end_of_image>")
+GEMMA3_TEMPLATE = (
+    "{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+    "{%- if c.type == 'image' %}<start_of_image>{% elif c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}"
+    "{% endif %}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+VISION = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+              patch_size=8)
+
+
+def _idefics3(_):
+    from transformers import Idefics3Config, Idefics3ImageProcessor, Idefics3Processor
+
+    tok = build_tokenizer(IDEFICS3_TOKENS)
+    tok.eos_token = "<end_of_utterance>"
+    eos, pad, image = tok.convert_tokens_to_ids(["<end_of_utterance>", "<|endoftext|>", "<image>"])
+    config = Idefics3Config(text_config=dict(TEXT, model_type="llama", vocab_size=VOCAB_SIZE, head_dim=16,
+                                             eos_token_id=eos, pad_token_id=pad, bos_token_id=None),
+                            vision_config=VISION, scale_factor=2, image_token_id=image, pad_token_id=pad)
+    image_processor = Idefics3ImageProcessor(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
+    return config, Idefics3Processor(image_processor=image_processor, tokenizer=tok, image_seq_len=4,
+                                     chat_template=IDEFICS3_TEMPLATE)
+
+
+def _gemma3(_):
+    from transformers import Gemma3Config, Gemma3ImageProcessor, Gemma3Processor
+
+    tok = build_tokenizer(GEMMA3_TOKENS, {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
+                                          "eoi_token": "<end_of_image>"})
+    tok.eos_token = "<end_of_turn>"
+    ids = tok.convert_tokens_to_ids
+    config = Gemma3Config(
+        text_config=dict(TEXT, vocab_size=VOCAB_SIZE, head_dim=16, sliding_window=64, eos_token_id=ids("<end_of_turn>"),
+                         pad_token_id=ids("<|endoftext|>"), bos_token_id=None,
+                         layer_types=["sliding_attention", "full_attention"]),
+        vision_config=VISION, mm_tokens_per_image=4, boi_token_index=ids("<start_of_image>"),
+        eoi_token_index=ids("<end_of_image>"), image_token_index=ids("<image_soft_token>"))
+    image_processor = Gemma3ImageProcessor(size={"height": 32, "width": 32})
+    return config, Gemma3Processor(image_processor=image_processor, tokenizer=tok, image_seq_length=4,
+                                   chat_template=GEMMA3_TEMPLATE)
+
+
+def _llava_onevision(_):
+    """Anyres tiling: an image alone in its prompt becomes a 32 px base tile plus a grid of 32 px tiles (up to
+    2x2), 16 <image> tokens each before unpadding; in a multi-image prompt, only the base tile."""
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tok = build_tokenizer(("<image>", "<video>"))
+    ids = tok.convert_tokens_to_ids
+    pinpoints = [[32, 32], [32, 64], [64, 32], [64, 64]]
+    config = LlavaOnevisionConfig(
+        text_config=dict(_text_config(tok), model_type="qwen2", rope_parameters={"rope_type": "default",
+                                                                                 "rope_theta": 1e6}),
+        vision_config=dict(VISION, model_type="siglip_vision_model"), image_token_index=ids("<image>"),
+        video_token_index=ids("<video>"), image_grid_pinpoints=pinpoints, vision_feature_select_strategy="full")
+    image = LlavaOnevisionImageProcessor(size={"height": 32, "width": 32}, image_grid_pinpoints=pinpoints)
+    video = LlavaOnevisionVideoProcessor(size={"height": 32, "width": 32})
+    template = CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>").replace(
+        "<|vision_start|><|video_pad|><|vision_end|>", "<video>")
+    return config, LlavaOnevisionProcessor(image_processor=image, video_processor=video, tokenizer=tok,
+                                           num_image_tokens=16, vision_feature_select_strategy="full",
+                                           chat_template=template)
+
+
+FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "idefics3": _idefics3,
+            "gemma3": _gemma3, "llava_onevision": _llava_onevision}
+
+
+def _gemma3_init(model) -> None:
+    """Gemma 3 zero-initialises its projector, which would hide the images from a random-init model."""
+    torch.nn.init.normal_(model.model.multi_modal_projector.mm_input_projection_weight, std=0.02)
+
+
+INIT = {"gemma3": _gemma3_init}  # families whose random init needs a fix-up after ``from_config``
 
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
@@ -148,6 +242,8 @@ def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     config, processor = FAMILIES[family](build_tokenizer())
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
+    if family in INIT:
+        INIT[family](model)
     model.generation_config.eos_token_id = config.text_config.eos_token_id
     model.generation_config.pad_token_id = config.text_config.pad_token_id
     out = Path(out_dir)
