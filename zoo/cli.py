@@ -1,11 +1,14 @@
 """The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules.
 
-``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``.
+``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
+``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from pathlib import Path
 
 from lightning.pytorch import LightningDataModule, Trainer
@@ -83,9 +86,35 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
-def main() -> None:
-    """Entry point of the ``zoo`` console script."""
-    cli()
+def export_main(args: list[str]) -> None:
+    """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
+    from zoo.export import export
+
+    parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
+    parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
+    parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
+    options = parser.parse_args(args)
+    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out)}")
+
+
+def list_main(args: list[str]) -> None:
+    """``zoo list``: the models, tasks and sources available, with the extras each needs."""
+    from zoo.catalog import print_catalog
+
+    argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
+    print_catalog()
+
+
+COMMANDS = {"export": export_main, "list": list_main}
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``zoo`` console script: ``export`` and ``list``, else LightningCLI's subcommands."""
+    args = sys.argv[1:] if args is None else args
+    if args and args[0] in COMMANDS:
+        COMMANDS[args[0]](args[1:])
+        return
+    cli(args)
 
 
 if __name__ == "__main__":
