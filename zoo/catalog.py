@@ -126,8 +126,9 @@ HEADERS = {"models": ("class_path", "modalities", "tiny checkpoints", "extras"),
            "sources": ("class_path", "modality", "extras")}
 
 
-def print_catalog(file=sys.stdout) -> None:
-    """Print one aligned table per section."""
+def print_catalog(file=None) -> None:
+    """Print one aligned table per section (to stdout by default)."""
+    file = file or sys.stdout
     for section, body in rows().items():
         table = [HEADERS[section], *body]
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
