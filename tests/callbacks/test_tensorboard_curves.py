@@ -78,3 +78,12 @@ def test_a_missing_logger_package_is_a_clear_error():
 
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'zoo\[wandb\]'"):
         cli(["fit", "--config", QUICKSTART, "--trainer.logger", str(ROOT / "configs" / "logger" / "wandb.yaml")])
+
+
+@pytest.mark.parametrize("group", sorted((ROOT / "configs" / "logger").glob("*.yaml")), ids=lambda p: p.name)
+def test_logger_groups_parse(group):
+    from tests.test_configs import parse_args
+
+    config = parse_args(["--config", QUICKSTART, "--trainer.logger", str(group)]).config
+    assert config.trainer.logger.class_path.startswith("lightning.pytorch.loggers.")
+    assert config.trainer.strategy.init_args.num_generations == 8  # the experiment is untouched
