@@ -65,6 +65,12 @@ class ZooCLI(LightningCLI):
         if config.get("ckpt_path") == "last":
             config.ckpt_path = str(latest_checkpoint(_run_roots(config)))
 
+    def before_fit(self) -> None:
+        config = self.config[self.subcommand]
+        if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
+            self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
+                                  verbose=False)
+
 
 def _check_logger_packages(logger) -> None:
     """A logger whose package is not installed: one clear line naming the extra, before anything is built."""
@@ -75,12 +81,6 @@ def _check_logger_packages(logger) -> None:
         if package and importlib.util.find_spec(package) is None:
             raise ModuleNotFoundError(f"trainer.logger {class_path} needs the {package!r} package: "
                                       f"pip install 'zoo[{extra}]' (or pip install {package})")
-
-    def before_fit(self) -> None:
-        config = self.config[self.subcommand]
-        if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
-            self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
-                                  verbose=False)
 
 
 def _run_roots(config) -> list[Path]:
