@@ -7,9 +7,11 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from zoo.grpo.metrics import Means
 
+PROGRESS_BAR = ("train/reward", "train/grpo/kl")
+
 
 class GRPOMetrics(Callback):
-    """Logs per-step training metrics (``train/reward`` on the progress bar) and held-out accuracy
+    """Logs per-step training metrics (``train/reward`` and ``train/grpo/kl`` on the progress bar) and held-out accuracy
     (``val/<task>/accuracy``, ``val/accuracy``) after each validation, and prints the accuracy history.
 
     Args:
@@ -23,7 +25,7 @@ class GRPOMetrics(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         for name, value in (outputs or {}).get("metrics", {}).items():
-            pl_module.log(name, value, prog_bar=name == "train/reward", on_step=True, on_epoch=False,
+            pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
                           batch_size=len(batch))
 
     def _on_eval_batch_end(self, outputs, batch):

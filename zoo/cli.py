@@ -1,11 +1,15 @@
 """The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules.
 
-``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``.
+``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
+``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources).
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from lightning.pytorch import LightningDataModule, Trainer
@@ -14,9 +18,12 @@ from lightning.pytorch.strategies import Strategy
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
-from callbacks import GRPOMetrics, RolloutSampler
+from callbacks import GRPOMetrics, RolloutSampler, TrainingCurves
 from zoo.policy import PolicyModule
 
+#: Logger classes whose package is an optional extra: (import name, extra).
+LOGGER_PACKAGES = {"TensorBoardLogger": ("tensorboard", "tensorboard"), "WandbLogger": ("wandb", "wandb"),
+                   "MLFlowLogger": ("mlflow", "mlflow")}
 TRAINER_DEFAULTS = {
     "strategy": {"class_path": "zoo.grpo.GRPOStrategy"},
     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs"}},
@@ -39,18 +46,23 @@ class ZooTrainer(Trainer):
 
 
 class ZooCLI(LightningCLI):
-    """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics and
-    rollout callbacks (configured under ``metrics:`` and ``rollouts:``), and held-out validation before fit."""
+    """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics, rollout and
+    curves callbacks (configured under ``metrics:``, ``rollouts:`` and ``curves:``), and held-out validation
+    before fit."""
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(GRPOMetrics, "metrics")
         parser.add_lightning_class_args(RolloutSampler, "rollouts")
+        parser.add_lightning_class_args(TrainingCurves, "curves")
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
 
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
-        if config is not None and config.get("ckpt_path") == "last":
+        if config is None:
+            return
+        _check_logger_packages(config.trainer.get("logger"))
+        if config.get("ckpt_path") == "last":
             config.ckpt_path = str(latest_checkpoint(_run_roots(config)))
 
     def before_fit(self) -> None:
@@ -58,6 +70,17 @@ class ZooCLI(LightningCLI):
         if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
             self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
                                   verbose=False)
+
+
+def _check_logger_packages(logger) -> None:
+    """A logger whose package is not installed: one clear line naming the extra, before anything is built."""
+    loggers = logger if isinstance(logger, list) else [logger]
+    for item in loggers:
+        class_path = item.get("class_path", "") if hasattr(item, "get") else ""
+        package, extra = LOGGER_PACKAGES.get(class_path.rsplit(".", 1)[-1], (None, None))
+        if package and importlib.util.find_spec(package) is None:
+            raise ModuleNotFoundError(f"trainer.logger {class_path} needs the {package!r} package: "
+                                      f"pip install 'zoo[{extra}]' (or pip install {package})")
 
 
 def _run_roots(config) -> list[Path]:
@@ -83,9 +106,35 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
-def main() -> None:
-    """Entry point of the ``zoo`` console script."""
-    cli()
+def export_main(args: list[str]) -> None:
+    """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
+    from zoo.export import export
+
+    parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
+    parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
+    parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
+    options = parser.parse_args(args)
+    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out)}")
+
+
+def list_main(args: list[str]) -> None:
+    """``zoo list``: the models, tasks and sources available, with the extras each needs."""
+    from zoo.catalog import print_catalog
+
+    argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
+    print_catalog()
+
+
+COMMANDS = {"export": export_main, "list": list_main}
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``zoo`` console script: ``export`` and ``list``, else LightningCLI's subcommands."""
+    argv = sys.argv[1:] if args is None else args
+    if argv and argv[0] in COMMANDS:
+        COMMANDS[argv[0]](argv[1:])
+        return
+    cli(args)
 
 
 if __name__ == "__main__":

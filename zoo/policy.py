@@ -6,9 +6,11 @@ the strategy (`zoo.grpo`) owns the algorithm. Only `load`, `encode` and `module_
 
 from __future__ import annotations
 
+import copy
 import re
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import ClassVar
 
 import torch
@@ -19,6 +21,7 @@ from torch import Tensor, nn
 from zoo import tiny
 from zoo.batch import PromptBatch
 from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds
+from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
@@ -54,6 +57,10 @@ class PolicyModule(LightningModule, ABC):
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
+        lora: Train low-rank adapters (PEFT) instead of the full weights, e.g. ``{rank: 16, alpha: 32}``; only
+            the adapters train, the language model is adapted by default. With a KL term the reference is
+            the same model with its adapters switched off (no second copy). None trains the full weights
+            (minus ``freeze``).
         dtype: Parameter dtype: ``float32``, ``bfloat16`` or ``float16``; None keeps the checkpoint's.
         attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``, ...).
         gradient_checkpointing: Recompute activations in the backward pass to save memory.
@@ -71,6 +78,7 @@ class PolicyModule(LightningModule, ABC):
         optimizer: OptimizerCallable = torch.optim.AdamW,
         scheduler: LRSchedulerCallable | None = None,
         freeze: list[str] | None = None,
+        lora: LoRA | None = None,
         dtype: str | None = None,
         attn_implementation: str | None = None,
         gradient_checkpointing: bool = False,
@@ -78,7 +86,10 @@ class PolicyModule(LightningModule, ABC):
         super().__init__()
         if dtype is not None and dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)} or None, got {dtype!r}")
+        self.lora = LoRA(**lora) if isinstance(lora, dict) else lora
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        if isinstance(self.hparams.get("lora"), LoRA):  # plain data, so checkpoints load with weights_only
+            self.hparams["lora"] = asdict(self.hparams["lora"])
         self.pretrained = pretrained
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
@@ -148,10 +159,18 @@ class PolicyModule(LightningModule, ABC):
         fully_shard(model, **kwargs)
 
     def _apply_freeze(self) -> None:
+        """Freeze the ``freeze`` groups, or with LoRA add the adapters and freeze everything else."""
         groups = self.module_groups()
         unknown = set(self.freeze) - set(groups)
         if unknown:
             raise ValueError(f"unknown freeze groups {sorted(unknown)}; {type(self).__name__} has {sorted(groups)}")
+        if self.lora is not None:
+            both = set(self.freeze) & set(self.lora.groups)
+            if both:
+                raise ValueError(f"groups {sorted(both)} are both frozen and adapted by LoRA; with LoRA only the "
+                                 "adapters of lora.groups train, every other weight is frozen already")
+            add_adapters(self.model, groups, self.lora)
+            return
         for name in self.freeze:
             for module in groups[name]:
                 module.requires_grad_(False)
@@ -252,7 +271,11 @@ class PolicyModule(LightningModule, ABC):
 
     @torch.no_grad()
     def reference_log_probs(self, rollout: Rollout, rows: Tensor) -> Tensor:
-        """Log-probs under the frozen initial weights (loaded once from ``pretrained`` on first use)."""
+        """Log-probs under the frozen initial weights: with LoRA the policy's own model with its adapters
+        switched off, otherwise a copy loaded once from ``pretrained`` on first use."""
+        if self.lora is not None:
+            with adapters_disabled(self.model):
+                return self.token_log_probs(rollout, rows)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
             reference, _ = self.load(tiny.resolve(self.pretrained))
             reference.eval().requires_grad_(False)
@@ -282,7 +305,12 @@ class PolicyModule(LightningModule, ABC):
 
     test_step = validation_step
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["policy_class"] = f"{type(self).__module__}.{type(self).__qualname__}"  # for `zoo export`
+
     def save_pretrained(self, path: str) -> None:
-        """Export model and processor as a Hugging Face directory loadable with ``from_pretrained``."""
-        self.model.save_pretrained(path)
+        """Export model and processor (with its chat template) as a Hugging Face directory loadable with
+        ``from_pretrained``; LoRA adapters are merged into a copy of the weights."""
+        model = self.model if self.lora is None else merge_adapters(copy.deepcopy(self.model))
+        model.save_pretrained(path)
         self.processor.save_pretrained(path)

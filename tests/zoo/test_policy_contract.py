@@ -183,3 +183,26 @@ def test_unknown_freeze_group_is_a_clear_error(policy):
     module = type(policy)(pretrained=policy.pretrained, freeze=["wings"])
     with pytest.raises(ValueError, match="wings"):
         module.configure_model()
+
+
+def test_lora_trains_only_adapters_and_its_reference_is_the_base(policy):
+    """Default LoRA (language model only): one step moves the adapters and nothing else, and the reference
+    log-probs (adapters off) stay those of the untrained policy."""
+    module = type(policy)(pretrained=policy.pretrained, lora={"rank": 2})
+    module.configure_model()
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    assert trainable and all(".lora_" in n for n in trainable)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    torch.manual_seed(5)
+    rollout = module.sample(examples_for(module), 2, max_new_tokens=4)
+    rows, mask = torch.arange(rollout.size), rollout.completion_mask
+    with torch.no_grad():
+        base = module.token_log_probs(rollout, rows)[0]
+    optimizer = torch.optim.SGD([p for p in module.parameters() if p.requires_grad], lr=1.0)
+    out = module.training_step(rollout, rows)
+    (-(out["logps"] * mask).sum()).backward()
+    optimizer.step()
+    changed = {n for n, p in module.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert changed and changed <= trainable
+    torch.testing.assert_close(module.reference_log_probs(rollout, rows)[mask], base[mask], atol=1e-5, rtol=0)
+    assert "_reference" not in module.__dict__

@@ -1,0 +1,66 @@
+"""`zoo list` finds every policy, task and source (a new file with no other edit) and the extras they need."""
+
+import gc
+import sys
+
+import datamodules
+import tasks
+import zoo
+from datamodules.sources.base import Source
+from tasks import Task
+from tests.helpers import discover
+from zoo import PolicyModule
+from zoo.catalog import print_catalog, rows
+from zoo.cli import main
+
+PROBE = '''
+from tasks.base import Task
+
+
+class ProbeTask(Task):
+    """A task that exists only during this test."""
+
+    name = "probe"
+    modality = "audio"
+
+    def make_example(self, item, rng):
+        import soundfile  # an optional package: `zoo list` must name its extra
+
+    def answer_text(self, example):
+        return ""
+
+    def score(self, example, answer):
+        return None
+'''
+
+
+def test_list_prints_every_class_with_its_details(capsys):
+    main(["list"])
+    out = capsys.readouterr().out
+    found = [*discover(zoo, PolicyModule), *discover(tasks, Task), *discover(datamodules, Source)]
+    for cls in found:
+        assert f"{cls.__module__}.{cls.__qualname__}" in out
+    for cls in discover(zoo, PolicyModule):
+        line = next(line for line in out.splitlines() if cls.__qualname__ in line)
+        assert all(ckpt in line for ckpt in cls.tiny_checkpoints) and "image" in line
+    table = rows()
+    assert [r[1] for r in table["tasks"]] == [c.name for c in discover(tasks, Task)]
+    assert all(r[3].count("*") == 1 for r in table["tasks"])  # the default answer format is marked
+    video_sources = {r[0].rsplit(".", 1)[-1]: r[-1] for r in table["sources"] if r[1] == "video"}
+    assert video_sources and all("video" in extras for extras in video_sources.values())
+
+
+def test_a_new_task_file_is_listed_with_its_extra(tmp_path, monkeypatch):
+    (tmp_path / "probe_task.py").write_text(PROBE)
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks, "__path__", [*tasks.__path__, str(tmp_path)])
+        try:
+            with (tmp_path / "out.txt").open("w") as f:
+                print_catalog(file=f)
+        finally:
+            sys.modules.pop("tasks.probe_task", None)
+            vars(tasks).pop("probe_task", None)
+    line = next(x for x in (tmp_path / "out.txt").read_text().splitlines() if "ProbeTask" in x)
+    assert line.split() == ["tasks.probe_task.ProbeTask", "probe", "audio", "tags*/boxed/bare", "audio"]
+    gc.collect()  # so the contract tests never see the probe class
+    assert "ProbeTask" not in {c.__name__ for c in discover(tasks, Task)}

@@ -1,0 +1,138 @@
+"""``zoo list``: the policies, tasks and sources this install has, found by importing the packages (a new
+file shows up with no edit here), with the ``pip install 'zoo[<extra>]'`` extras each one needs."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib
+import inspect
+import pkgutil
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def subclasses(package_name: str, base: type) -> list[type]:
+    """Concrete subclasses of ``base`` defined under ``package_name`` (every module imported first)."""
+    package = importlib.import_module(package_name)
+    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
+        importlib.import_module(info.name)
+    found, stack = set(), [base]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if sub.__module__.split(".")[0] == package_name and not inspect.isabstract(sub):
+                found.add(sub)
+    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def extras_requirements() -> dict[str, set[str]]:
+    """Extra name -> normalised distribution names it installs (setup.cfg of a checkout, else metadata)."""
+    pattern = re.compile(r"^\s*([A-Za-z0-9_.\-]+)")
+    setup_cfg = ROOT / "setup.cfg"
+    out: dict[str, set[str]] = {}
+    if setup_cfg.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(setup_cfg)
+        section = parser["options.extras_require"] if parser.has_section("options.extras_require") else {}
+        for extra, body in section.items():
+            names = {m[1] for line in body.splitlines() if (m := pattern.match(line)) and "%(" not in line}
+            out[extra] = {_normalise(n) for n in names}
+        return out
+    for requirement in metadata.requires("zoo") or []:
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)", requirement)
+        if extra and (m := pattern.match(requirement)):
+            out.setdefault(extra[1], set()).add(_normalise(m[1]))
+    return out
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def imported_packages(cls: type) -> set[str]:
+    """Top-level names imported anywhere (also inside functions) by the modules defining ``cls`` and its
+    project base classes."""
+    names = set()
+    project = cls.__module__.split(".")[0]
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] != project:
+            continue
+        tree = ast.parse(Path(inspect.getfile(klass)).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def extras_needed(cls: type, extras: dict[str, set[str]]) -> list[str]:
+    """The extras whose distributions provide a package ``cls``'s code imports (``dev`` and other bundles
+    of extras left out)."""
+    imported = {_normalise(n) for n in imported_packages(cls)}
+    needed = set()
+    for extra, dists in extras.items():
+        if extra == "dev":
+            continue
+        if any(d == i or d.startswith(i + "_") for d in dists for i in imported):
+            needed.add(extra)
+    return sorted(needed)
+
+
+def rows() -> dict[str, list[tuple[str, ...]]]:
+    """Table rows per section: models, tasks, sources."""
+    from datamodules.sources.base import Source
+    from tasks import Task, answers
+    from zoo.policy import PolicyModule
+
+    extras = extras_requirements()
+    table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
+    for cls in subclasses("zoo", PolicyModule):
+        table["models"].append((_path(cls), ",".join(sorted(cls.modalities)), " ".join(cls.tiny_checkpoints),
+                                _extras(cls, extras)))
+    for cls in subclasses("tasks", Task):
+        default = _default(cls, "answer_format")
+        formats = "/".join(f"{f}*" if f == default else f for f in answers.FORMATS)
+        table["tasks"].append((_path(cls), cls.name, cls.modality, formats, _extras(cls, extras)))
+    for cls in subclasses("datamodules", Source):
+        table["sources"].append((_path(cls), cls.modality, _extras(cls, extras)))
+    return table
+
+
+def _default(cls: type, argument: str):
+    """The default of ``argument`` in the first ``__init__`` along the MRO that declares it."""
+    for klass in cls.__mro__:
+        parameter = inspect.signature(klass.__init__).parameters.get(argument)
+        if parameter is not None:
+            return parameter.default
+    return None
+
+
+def _path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _extras(cls: type, extras: dict[str, set[str]]) -> str:
+    return ",".join(extras_needed(cls, extras)) or "-"
+
+
+HEADERS = {"models": ("class_path", "modalities", "tiny checkpoints", "extras"),
+           "tasks": ("class_path", "name", "modality", "answer formats (* default)", "extras"),
+           "sources": ("class_path", "modality", "extras")}
+
+
+def print_catalog(file=None) -> None:
+    """Print one aligned table per section (to stdout by default)."""
+    file = file or sys.stdout
+    for section, body in rows().items():
+        table = [HEADERS[section], *body]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        print(f"{section}:", file=file)
+        for row in table:
+            print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=file)
+        print(file=file)
