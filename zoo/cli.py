@@ -1,7 +1,8 @@
 """The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules.
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
-``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources).
+``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
+``zoo bench`` (zoo vs TRL GRPOTrainer, same settings).
 """
 
 from __future__ import annotations
@@ -125,11 +126,18 @@ def list_main(args: list[str]) -> None:
     print_catalog()
 
 
-COMMANDS = {"export": export_main, "list": list_main}
+def bench_main(args: list[str]) -> None:
+    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.bench`)."""
+    from zoo.bench import main as bench
+
+    bench(args)
+
+
+COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main}
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``zoo`` console script: ``export`` and ``list``, else LightningCLI's subcommands."""
+    """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's subcommands."""
     argv = sys.argv[1:] if args is None else args
     if argv and argv[0] in COMMANDS:
         COMMANDS[argv[0]](argv[1:])
