@@ -1,16 +1,20 @@
 """`PretextDataModule`: a raw-media source composed with pretext tasks into reproducible batches of examples.
 
-Example ``i`` of epoch ``e`` is a pure function of ``(seed, e, i)`` whatever the number of ranks and workers;
-an item that cannot be used is skipped, counted, logged once and replaced, so batches keep their size.
+Example ``i`` of epoch ``e`` is a pure function of ``(seed, e, i)`` (and of the curriculum stage starts, when a
+`callbacks.Curriculum` drives it) whatever the number of ranks and workers; an item that cannot be used is
+skipped, counted, logged once and replaced, so batches keep their size.
 """
 
 from __future__ import annotations
 
+import bisect
+import inspect
 import itertools
 import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,6 +30,16 @@ log = logging.getLogger(__name__)
 MAX_CONSECUTIVE_SKIPS = 100
 
 Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
+#: ``Example.meta`` key naming the curriculum stage that made an example (absent for stage 0).
+STAGE_KEY = "curriculum_stage"
+
+
+@dataclass(frozen=True)
+class _Mix:
+    """What examples are made by during one curriculum stage: the tasks and their cumulative weights."""
+
+    tasks: list[Task]
+    cum_weights: list[float]
 
 
 def _keep(batch: list[Example]) -> list[Example]:
@@ -51,9 +65,8 @@ class _ExampleStream(IterableDataset):
 
     stream: str = ""
 
-    def __init__(self, source: Source, tasks: list[Task], cum_weights: list[float], items: range,
-                 batch_size: int, seed: int):
-        self.source, self.tasks, self.cum_weights = source, tasks, cum_weights
+    def __init__(self, source: Source, mixes: list[_Mix], items: range, batch_size: int, seed: int):
+        self.source, self.mixes, self.starts = source, mixes, []  # starts: see PretextDataModule.set_stage_starts
         self.items, self.batch_size, self.seed = items, batch_size, seed
         self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
         self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
@@ -67,6 +80,14 @@ class _ExampleStream(IterableDataset):
         raise NotImplementedError
 
     def item_index(self, position: int) -> int:
+        raise NotImplementedError
+
+    def stage(self, i: int) -> int:
+        """The curriculum stage example ``i`` of the current epoch belongs to."""
+        raise NotImplementedError
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        """The task that makes example ``i``."""
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -85,21 +106,45 @@ class _ExampleStream(IterableDataset):
         """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
         next position of the item order (same task, same random stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
-        rng = random.Random(f"{self.seed}:{self.stream}:{self.epoch}:{i}")
-        task = rng.choices(self.tasks, cum_weights=self.cum_weights)[0]
+        uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
+        rng = random.Random(uid)
+        stage = self.stage(i)
+        task = self.task(i, self.mixes[stage], rng)
         for attempt in range(MAX_CONSECUTIVE_SKIPS):
             index = self.item_index(i + attempt)
             try:
-                example = task.make_example(self.source[index], rng)
-                example.uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
-                return example
+                example = task.make_example(self._item(index, task, rng), rng)
             except SkipItem as err:
-                skips.append((index, str(err)))
+                skips.append((getattr(err, "index", index), str(err)))
+                continue
+            example.uid = uid
+            if stage:
+                example.meta[STAGE_KEY] = stage
+            return example
         last = ", ".join(f"{self.source.describe(j)} ({why})" for j, why in skips[-3:])
         raise RuntimeError(
             f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(self.source).__name__} could not be used by "
             f"task {task.name!r}; the source looks broken. Last failures: {last}"
         )
+
+    def _item(self, index: int, task: Task, rng: random.Random):
+        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners are other
+        items of this split drawn by the example's random stream (a partner's SkipItem names its index)."""
+        item = self.source[index]
+        if not task.partners:
+            return item
+        if len(self.items) < 2:
+            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(self.items)}")
+        others = []
+        for _ in range(task.partners):
+            k = rng.randrange(len(self.items) - 1)
+            partner = self.items[k + (k >= index - self.items.start)]  # any item but this one
+            try:
+                others.append(self.source[partner])
+            except SkipItem as err:
+                err.index = partner
+                raise
+        return [item, *others]
 
     def note_skips(self, skips: list[tuple[int, str]]) -> None:
         """Count skip events and log each item the first time it is skipped."""
@@ -134,6 +179,12 @@ class _TrainStream(_ExampleStream):
         start = (b * self.world + self.rank) * self.batch_size
         return range(start, start + self.batch_size)
 
+    def stage(self, i: int) -> int:
+        return bisect.bisect_right(self.starts, self.epoch * self.epoch_size + i)
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        return rng.choices(mix.tasks, cum_weights=mix.cum_weights)[0]
+
     def item_index(self, position: int) -> int:
         lap, offset = divmod(position, len(self.items))
         order = self._orders.get((self.epoch, lap))
@@ -146,8 +197,9 @@ class _TrainStream(_ExampleStream):
 
 
 class _HeldOutStream(_ExampleStream):
-    """Validation examples: one per held-out item, fixed (always epoch 0), split into contiguous per-rank
-    shards whose sizes differ by at most one; the last batch of a shard may be short."""
+    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
+    tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank shards whose sizes differ
+    by at most one; the last batch of a shard may be short."""
 
     stream = "val"
 
@@ -163,6 +215,12 @@ class _HeldOutStream(_ExampleStream):
 
     def item_index(self, position: int) -> int:
         return self.items[position % len(self.items)]
+
+    def stage(self, i: int) -> int:
+        return 0  # held-out examples never change
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
 
 
 class _EpochLoader(DataLoader):
@@ -233,9 +291,15 @@ class PretextDataModule(LightningDataModule):
     cannot use (`tasks.SkipItem`) is skipped, counted, logged once and replaced by the next item of the
     permutation.
 
-    Validation holds out ``val_size`` items, each giving one fixed example (a random stream of its own). They
-    are split across ranks in contiguous shards without padding; with ``val_size`` divisible by
-    ``world_size * batch_size`` every rank runs the same number of full batches. The test set is the same.
+    Validation holds out ``val_size`` items, each giving one fixed example (a random stream of its own). The
+    tasks take turns (held-out example ``i`` is made by task ``i mod n``), so each task's held-out accuracy is
+    measured on an equal share whatever the training weights. They are split across ranks in contiguous shards
+    without padding; with ``val_size`` divisible by ``world_size * batch_size`` every rank runs the same
+    number of full batches. The test set is the same.
+
+    A curriculum (`callbacks.Curriculum`) adds stages with other weights or task options (`set_curriculum`)
+    and says where in training each begins (`set_stage_starts`); example ``i`` of epoch ``e`` is then a
+    function of ``(seed, e, i)`` and those starts. Validation always uses the tasks as configured here.
 
     Args:
         source: Raw media items.
@@ -266,7 +330,7 @@ class PretextDataModule(LightningDataModule):
         task_list = [tasks] if isinstance(tasks, Task) else list(tasks)
         self._tasks = _by_name(task_list)
         _check_modalities(source, val_source, task_list)
-        self._cum_weights = _cumulative(weights, len(task_list))
+        self._mixes = [_Mix(task_list, _cumulative(weights, len(task_list)))]
         minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "num_workers": (num_workers, 0),
                   "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
         for name, (value, least) in minima.items():
@@ -277,6 +341,7 @@ class PretextDataModule(LightningDataModule):
         self.train_items, self.val_items = _split(source, val_source, val_size)
         self.epoch_size = len(self.train_items) if epoch_size is None else epoch_size
         self._streams: dict[str, _ExampleStream] = {}
+        self._starts: list[int] = []
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -290,11 +355,46 @@ class PretextDataModule(LightningDataModule):
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""
-        task = self._tasks.get(example.task)
+        mix = self._mixes[example.meta.get(STAGE_KEY, 0)]
+        task = next((t for t in mix.tasks if t.name == example.task), None)
         if task is None:
             known = sorted(self._tasks)
             raise KeyError(f"example made by unknown task {example.task!r}; this data module has {known}")
         return task.verify(example, completion)
+
+    def set_curriculum(self, stages: Sequence[tuple[list[float] | None, dict[str, dict]]]) -> None:
+        """Declare the curriculum stages after the first: ``(weights, options)`` each, where ``weights`` (None:
+        unchanged) replaces the task weights and ``options`` maps task names to option changes
+        (``{"jigsaw": {"rows": 3, "cols": 3}}``), added to those of the stages before. Bad names, options or
+        weights fail here, before training."""
+        mixes, weights, changes = self._mixes[:1], None, {name: {} for name in self._tasks}
+        for new_weights, options in stages:
+            unknown = set(options) - set(self._tasks)
+            if unknown:
+                raise ValueError(f"curriculum names unknown tasks {sorted(unknown)}; known: {sorted(self._tasks)}")
+            for name, option in options.items():
+                changes[name] = {**changes[name], **option}
+            weights = weights if new_weights is None else new_weights
+            tasks = [with_options(t, **changes[t.name]) if changes[t.name] else t for t in self._tasks.values()]
+            cum = mixes[0].cum_weights if weights is None else _cumulative(weights, len(tasks))
+            mixes.append(_Mix(tasks, cum))
+        self._mixes = mixes
+        self.set_stage_starts([])
+
+    def set_stage_starts(self, starts: Sequence[int]) -> None:
+        """Where each curriculum stage after the first begins, as a training example position
+        (`position`); stages past the end of ``starts`` have not begun."""
+        if len(starts) >= len(self._mixes) or list(starts) != sorted(starts) or any(s < 0 for s in starts):
+            raise ValueError(f"need at most {len(self._mixes) - 1} non-decreasing starts >= 0, got {starts}")
+        self._starts = list(starts)
+        for stream in self._streams.values():
+            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream == "train" else []
+
+    def position(self, epoch: int, batch: int) -> int:
+        """The training position of the first example of ``batch`` in ``epoch``: ``epoch * epoch_size`` plus
+        the examples of the earlier global batches (batch size x world size)."""
+        world = self._placement()[2]
+        return epoch * self.epoch_size + batch * self.batch_size * world
 
     def train_dataloader(self) -> DataLoader:
         return _ResumableLoader(self._stream("train"), self._placement, self._batches_done,
@@ -312,8 +412,7 @@ class PretextDataModule(LightningDataModule):
     def _stream(self, split: str) -> _ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
-            common = dict(tasks=list(self._tasks.values()), cum_weights=self._cum_weights,
-                          batch_size=self.batch_size, seed=self.seed)
+            common = dict(mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
                 stream = _TrainStream(self.source, items=self.train_items, epoch_size=self.epoch_size,
                                       **common)
@@ -321,6 +420,7 @@ class PretextDataModule(LightningDataModule):
                 held_out = self.source if self.val_source is None else self.val_source
                 stream = _HeldOutStream(held_out, items=self.val_items, **common)
             self._streams[split] = stream
+            self.set_stage_starts(self._starts)
         return self._streams[split]
 
     def _batches_done(self) -> int:
@@ -358,6 +458,21 @@ def _check_modalities(source: Source, val_source: Source | None, tasks: list[Tas
                     f"task {task.name!r} takes {task.modality} items but {type(src).__name__} gives "
                     f"{src.modality} items"
                 )
+
+
+def with_options(task: Task, **changes) -> Task:
+    """A new task of the same class with some ``__init__`` options changed (validated again by ``__init__``);
+    the others are read from the attributes of the same name, which every task keeps."""
+    names = {name for cls in type(task).__mro__ if "__init__" in vars(cls) and issubclass(cls, Task)
+             for name, param in inspect.signature(cls.__init__).parameters.items()
+             if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)}
+    unknown = set(changes) - names
+    if unknown:
+        raise ValueError(f"{type(task).__name__} has no options {sorted(unknown)}; it has {sorted(names)}")
+    missing = sorted(n for n in names - set(changes) if not hasattr(task, n))
+    if missing:
+        raise ValueError(f"{type(task).__name__} does not keep options {missing} as attributes; cannot copy it")
+    return type(task)(**{name: getattr(task, name) for name in names} | changes)
 
 
 def _cumulative(weights: list[float] | None, n: int) -> list[float]:

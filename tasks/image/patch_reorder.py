@@ -60,19 +60,19 @@ class PatchReorder(Task):
     ):
         super().__init__(**kwargs)
         matches = [_GRID.fullmatch(g) for g in grids]
-        self.grids = [(int(m[1]), int(m[2])) for m in matches if m and int(m[1]) * int(m[2]) >= 2]
-        if not grids or len(self.grids) != len(grids) or any(min(g) < 1 for g in self.grids):
+        self._grids = [(int(m[1]), int(m[2])) for m in matches if m and int(m[1]) * int(m[2]) >= 2]
+        if not grids or len(self._grids) != len(grids) or any(min(g) < 1 for g in self._grids):
             raise ValueError(f"grids must be '<rows>x<cols>' strings with at least two patches, got {grids}")
         if grid_weights is not None and (len(grid_weights) != len(grids) or min(grid_weights) <= 0):
             raise ValueError(f"grid_weights needs one positive weight per grid, got {grid_weights}")
         if not 0 <= mask <= 1:
             raise ValueError(f"mask must be a probability, got {mask}")
         answers.check_permutation_reward(reward, 1.0)
-        self.grid_weights, self.mask, self.labels = grid_weights, mask, labels
+        self.grids, self.grid_weights, self.mask, self.labels = list(grids), grid_weights, mask, labels
         self.reward, self.min_tile = reward, min_tile
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
-        rows, cols = rng.choices(self.grids, weights=self.grid_weights)[0]
+        rows, cols = rng.choices(self._grids, weights=self.grid_weights)[0]
         tiles = grid.cut(item.convert("RGB"), rows, cols, self.min_tile)
         shown = list(range(len(tiles)))
         rng.shuffle(shown)
@@ -93,7 +93,7 @@ class PatchReorder(Task):
         kind = "patches" if rows > 1 and cols > 1 else ("vertical" if rows == 1 else "horizontal") + " strips"
         labels = ", ".join(str(i) for i in range(k - 1)) + f" and {k - 1}"
         where = "" if self.labels else " in the order they appear, left to right and top to bottom"
-        masking = " One of the patches is masked completely by white pixels." if masked is not None else ""
+        masking = " One of them is masked completely by white pixels." if masked is not None else ""
         return (
             f"The image has been divided into {k} shuffled {kind} labeled {labels}{where}.{masking} Based on "
             "visual clues such as continuity, alignment and context, give the arrangement of the labels that "
