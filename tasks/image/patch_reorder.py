@@ -36,7 +36,8 @@ class PatchReorder(Task):
     Args:
         grids: Grids to draw from, ``"<rows>x<cols>"`` (Spatial-SSRL: 2x2, the strips 1x3 / 1x4 and 3x1 / 4x1).
         grid_weights: Relative frequency of each grid; ``None`` draws them equally often.
-        mask: Probability that one shown patch is filled white (Spatial-SSRL masks half its 2x2 puzzles).
+        mask: Probability that one shown patch of a grid (not of strips) is filled white (Spatial-SSRL masks
+            half its 2x2 puzzles and no strips).
         labels: Draw each patch's red border and white 0-based label (Spatial-SSRL) on the composite; without
             them the prompt numbers the patches in raster order of the composite.
         reward: Which graded score is the accuracy: ``"exact"`` (Spatial-SSRL), ``"fraction"`` or ``"footrule"``.
@@ -77,7 +78,7 @@ class PatchReorder(Task):
         shown = list(range(len(tiles)))
         rng.shuffle(shown)
         pieces = [tiles[slot] for slot in shown]
-        masked = rng.randrange(len(pieces)) if rng.random() < self.mask else None
+        masked = rng.randrange(len(pieces)) if rows > 1 and cols > 1 and rng.random() < self.mask else None
         if masked is not None:
             pieces[masked] = Image.new("RGB", pieces[masked].size, (255, 255, 255))
         if self.labels:
