@@ -157,3 +157,44 @@ def test_with_options_copies_a_real_task():
 def test_position_counts_global_batches_and_epochs():
     dm = PretextDataModule(Numbers(40), Tag(), batch_size=4, val_size=8, epoch_size=30)
     assert dm.position(0, 2) == 8 and dm.position(2, 1) == 64
+
+
+class Sounds(Numbers):
+    """A second modality: item ``i`` is ``-(i + 1)``."""
+
+    modality = "audio"
+
+    def __getitem__(self, index):
+        return -super().__getitem__(index) - 1
+
+
+class Echo(Tag):
+    name = "echo"
+    modality = "audio"
+
+
+def test_each_task_reads_the_source_of_its_modality():
+    dm = PretextDataModule([Numbers(50), Sounds(30)], [Tag(), Echo()], weights=[1, 1], batch_size=4, val_size=5)
+    train = examples(dm)
+    assert len(train) == (45 + 25) // 4 * 4  # one epoch is one example per training item of all sources
+    for e in train:
+        assert (int(e.answer) >= 0) == (e.task == "tag")
+    assert {int(e.answer) for e in train if e.task == "tag"} <= set(range(45))
+    assert {-int(e.answer) - 1 for e in train if e.task == "echo"} <= set(range(25))
+    val = examples(dm, "val")
+    assert [e.task for e in val] == ["tag", "echo"] * 2 + ["tag"]
+    assert {int(e.answer) for e in val if e.task == "tag"} <= set(range(45, 50))
+    assert {-int(e.answer) - 1 for e in val if e.task == "echo"} <= set(range(25, 30))
+
+
+def test_sources_must_match_the_tasks_one_per_modality():
+    with pytest.raises(ValueError, match="two image sources"):
+        PretextDataModule([Numbers(20), Numbers(20)], Tag(), val_size=2)
+    with pytest.raises(ValueError, match="no task takes"):
+        PretextDataModule([Numbers(20), Sounds(20)], Tag(), val_size=2)
+    with pytest.raises(ValueError, match="takes audio items"):
+        PretextDataModule(Numbers(20), [Tag(), Echo()], val_size=2)
+    dm = PretextDataModule([Numbers(20), Sounds(20)], [Tag(), Echo()], val_source=Sounds(4, offset=100),
+                           val_size=4, batch_size=2)
+    val = {e.task: int(e.answer) for e in examples(dm, "val")}
+    assert val["echo"] <= -101 and 16 <= val["tag"] < 20  # audio from val_source, images from the tail
