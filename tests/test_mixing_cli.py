@@ -48,7 +48,7 @@ def test_mixed_tasks_log_per_task_rewards_and_the_curriculum_switches(tmp_path):
     assert "train/reward/flipped_patch/patch" in names
     assert "curriculum stage 1 begins at training example 12" in result.stderr
     (ckpt,) = (run_dir(tmp_path) / "checkpoints").glob("*.ckpt")
-    callbacks = torch.load(ckpt, map_location="cpu", weights_only=False)["callbacks"]
+    callbacks = torch.load(ckpt, map_location="cpu", weights_only=True)["callbacks"]
     (state,) = [v for k, v in callbacks.items() if k.startswith("Curriculum")]
     assert state["starts"] == [12]
     rollouts = [json.loads(line) for line in (run_dir(tmp_path) / "rollouts.jsonl").read_text().splitlines()]
