@@ -64,18 +64,20 @@ class Jigsaw(Task):
         shown = list(range(len(tiles)))
         rng.shuffle(shown)
         pieces = [tiles[slot] for slot in shown]
-        media, note = self._show(pieces)
+        media, note = self._show(pieces, self.rows, self.cols)
         question = f"{note}\n{self._ask(len(pieces))}" if note else self._ask(len(pieces))
         meta = {"rows": self.rows, "cols": self.cols, "shown": shown}
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
 
-    def _show(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
-        """The media parts showing the shuffled pieces, and a note for the question (how they are numbered)."""
-        return self._composite(pieces) if self.composite else self._separate(pieces)
+    def _show(self, pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
+        """The media parts showing the shuffled pieces of a ``rows x cols`` grid, and a note for the question
+        (how they are numbered)."""
+        return self._composite(pieces, rows, cols) if self.composite else self._separate(pieces, rows, cols)
 
-    def _separate(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
+    @staticmethod
+    def _separate(pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
         intro = (
-            f"These {len(pieces)} images are the pieces of one image cut into a grid of {self._grid()}, "
+            f"These {len(pieces)} images are the pieces of one image cut into a grid of {grid.grid_name(rows, cols)}, "
             f"shuffled and numbered 1 to {len(pieces)} in the order shown.\n"
         )
         media = [{"type": "text", "text": intro}]
@@ -83,16 +85,14 @@ class Jigsaw(Task):
             media += [{"type": "text", "text": f"Piece {i}:"}, {"type": "image", "image": piece}]
         return media, ""
 
-    def _composite(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
-        canvas = grid.paste(pieces, self.rows, self.cols)
+    @staticmethod
+    def _composite(pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
+        canvas = grid.paste(pieces, rows, cols)
         intro = (
-            f"This image was cut into equal pieces on a grid of {self._grid()}, then they were shuffled. "
+            f"This image was cut into equal pieces on a grid of {grid.grid_name(rows, cols)}, then they were shuffled. "
             f"Number the pieces as they appear here from 1 to {len(pieces)}, left to right, top to bottom."
         )
         return [{"type": "image", "image": canvas}], intro
-
-    def _grid(self) -> str:
-        return grid.grid_name(self.rows, self.cols)
 
     @staticmethod
     def _ask(k: int) -> str:

@@ -46,3 +46,14 @@ def test_separate_tiles_and_wrong_letters():
     wrong = "A" if right != "A" else "B"
     assert task.verify(example, wrong).parts == {"accuracy": 0.0, "format": 1.0}
     assert task.verify(example, "I").parts["format"] == 0.0  # 8 options: A-H
+
+
+def test_swap_transposes_the_grid_half_the_time():
+    task = JigsawPair(rows=3, cols=1, swap=True)
+    grids = [(e.meta["rows"], e.meta["cols"]) for e in
+             (task.make_example(make_item("image", s), random.Random(s)) for s in range(40))]
+    assert {(3, 1), (1, 3)} == set(grids) and 10 < grids.count((1, 3)) < 30
+    for seed in range(6):
+        example = task.make_example(make_item("image"), random.Random(seed))
+        horizontal = example.meta["rows"] == 1
+        assert ("left of" in example.meta["options"][0]) == horizontal
