@@ -1,7 +1,9 @@
-"""Callbacks observe training and export results; removing one never changes what is learned."""
+"""Callbacks observe training and export results; removing one never changes what is learned (except
+`Curriculum`, which drives the data module's curriculum stages by design)."""
 
+from callbacks.curriculum import Curriculum, Stage
 from callbacks.curves import TrainingCurves
 from callbacks.metrics import GRPOMetrics
 from callbacks.rollouts import RolloutSampler
 
-__all__ = ["GRPOMetrics", "RolloutSampler", "TrainingCurves"]
+__all__ = ["Curriculum", "GRPOMetrics", "RolloutSampler", "Stage", "TrainingCurves"]

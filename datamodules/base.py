@@ -1,16 +1,20 @@
 """`PretextDataModule`: a raw-media source composed with pretext tasks into reproducible batches of examples.
 
-Example ``i`` of epoch ``e`` is a pure function of ``(seed, e, i)`` whatever the number of ranks and workers;
-an item that cannot be used is skipped, counted, logged once and replaced, so batches keep their size.
+Example ``i`` of epoch ``e`` is a pure function of ``(seed, e, i)`` (and of the curriculum stage starts, when a
+`callbacks.Curriculum` drives it) whatever the number of ranks and workers; an item that cannot be used is
+skipped, counted, logged once and replaced, so batches keep their size.
 """
 
 from __future__ import annotations
 
+import bisect
+import inspect
 import itertools
 import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,6 +30,24 @@ log = logging.getLogger(__name__)
 MAX_CONSECUTIVE_SKIPS = 100
 
 Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
+#: ``Example.meta`` key naming the curriculum stage that made an example (absent for stage 0).
+STAGE_KEY = "curriculum_stage"
+
+
+@dataclass(frozen=True)
+class _Feed:
+    """Where the items of one modality come from in one split: a source and the indices it contributes."""
+
+    source: Source
+    items: range
+
+
+@dataclass(frozen=True)
+class _Mix:
+    """What examples are made by during one curriculum stage: the tasks and their cumulative weights."""
+
+    tasks: list[Task]
+    cum_weights: list[float]
 
 
 def _keep(batch: list[Example]) -> list[Example]:
@@ -51,14 +73,13 @@ class _ExampleStream(IterableDataset):
 
     stream: str = ""
 
-    def __init__(self, source: Source, tasks: list[Task], cum_weights: list[float], items: range,
-                 batch_size: int, seed: int):
-        self.source, self.tasks, self.cum_weights = source, tasks, cum_weights
-        self.items, self.batch_size, self.seed = items, batch_size, seed
+    def __init__(self, feeds: dict[str, _Feed], mixes: list[_Mix], batch_size: int, seed: int):
+        self.feeds, self.mixes, self.starts = feeds, mixes, []  # starts: see PretextDataModule.set_stage_starts
+        self.batch_size, self.seed = batch_size, seed
         self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
         self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
         self.skipped = 0
-        self._logged: set[int] = set()
+        self._logged: set[tuple[str, int]] = set()
 
     def num_batches(self) -> int:
         raise NotImplementedError
@@ -66,7 +87,15 @@ class _ExampleStream(IterableDataset):
     def batch_indices(self, b: int) -> Sequence[int]:
         raise NotImplementedError
 
-    def item_index(self, position: int) -> int:
+    def item_index(self, position: int, modality: str) -> int:
+        raise NotImplementedError
+
+    def stage(self, i: int) -> int:
+        """The curriculum stage example ``i`` of the current epoch belongs to."""
+        raise NotImplementedError
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        """The task that makes example ``i``."""
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -81,33 +110,59 @@ class _ExampleStream(IterableDataset):
             examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
             yield _Batch(examples, skips)
 
-    def example(self, i: int, skips: list[tuple[int, str]]) -> Example:
+    def example(self, i: int, skips: list[tuple[str, int, str]]) -> Example:
         """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
         next position of the item order (same task, same random stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
-        rng = random.Random(f"{self.seed}:{self.stream}:{self.epoch}:{i}")
-        task = rng.choices(self.tasks, cum_weights=self.cum_weights)[0]
+        uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
+        rng = random.Random(uid)
+        stage = self.stage(i)
+        task = self.task(i, self.mixes[stage], rng)
+        feed = self.feeds[task.modality]
         for attempt in range(MAX_CONSECUTIVE_SKIPS):
-            index = self.item_index(i + attempt)
+            index = self.item_index(i + attempt, task.modality)
             try:
-                example = task.make_example(self.source[index], rng)
-                example.uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
-                return example
+                example = task.make_example(self._item(feed, index, task, rng), rng)
             except SkipItem as err:
-                skips.append((index, str(err)))
-        last = ", ".join(f"{self.source.describe(j)} ({why})" for j, why in skips[-3:])
+                skips.append((task.modality, getattr(err, "index", index), str(err)))
+                continue
+            example.uid = uid
+            if stage:
+                example.meta[STAGE_KEY] = stage
+            return example
+        last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, why in skips[-3:])
         raise RuntimeError(
-            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(self.source).__name__} could not be used by "
+            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
             f"task {task.name!r}; the source looks broken. Last failures: {last}"
         )
 
-    def note_skips(self, skips: list[tuple[int, str]]) -> None:
+    @staticmethod
+    def _item(feed: _Feed, index: int, task: Task, rng: random.Random):
+        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners are other
+        items of this split drawn by the example's random stream (a partner's SkipItem names its index)."""
+        item = feed.source[index]
+        if not task.partners:
+            return item
+        if len(feed.items) < 2:
+            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
+        others = []
+        for _ in range(task.partners):
+            k = rng.randrange(len(feed.items) - 1)
+            partner = feed.items[k + (k >= index - feed.items.start)]  # any item but this one
+            try:
+                others.append(feed.source[partner])
+            except SkipItem as err:
+                err.index = partner
+                raise
+        return [item, *others]
+
+    def note_skips(self, skips: list[tuple[str, int, str]]) -> None:
         """Count skip events and log each item the first time it is skipped."""
         self.skipped += len(skips)
-        for index, reason in skips:
-            if index not in self._logged:
-                self._logged.add(index)
-                log.warning("skipping %s: %s", self.source.describe(index), reason)
+        for modality, index, reason in skips:
+            if (modality, index) not in self._logged:
+                self._logged.add((modality, index))
+                log.warning("skipping %s: %s", self.feeds[modality].source.describe(index), reason)
 
 
 class _TrainStream(_ExampleStream):
@@ -119,7 +174,7 @@ class _TrainStream(_ExampleStream):
     def __init__(self, *args, epoch_size: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.epoch_size = epoch_size
-        self._orders: dict[tuple[int, int], np.ndarray] = {}
+        self._orders: dict[tuple[str, int, int], np.ndarray] = {}
 
     def num_batches(self) -> int:
         per_global = self.batch_size * self.world
@@ -134,25 +189,36 @@ class _TrainStream(_ExampleStream):
         start = (b * self.world + self.rank) * self.batch_size
         return range(start, start + self.batch_size)
 
-    def item_index(self, position: int) -> int:
-        lap, offset = divmod(position, len(self.items))
-        order = self._orders.get((self.epoch, lap))
+    def stage(self, i: int) -> int:
+        return bisect.bisect_right(self.starts, self.epoch * self.epoch_size + i)
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        return rng.choices(mix.tasks, cum_weights=mix.cum_weights)[0]
+
+    def item_index(self, position: int, modality: str) -> int:
+        items = self.feeds[modality].items
+        lap, offset = divmod(position, len(items))
+        order = self._orders.get((modality, self.epoch, lap))
         if order is None:
-            if len(self._orders) > 4:
+            if len(self._orders) > 4 * len(self.feeds):
                 self._orders.clear()
-            seed = random.Random(f"{self.seed}:order:{self.epoch}:{lap}").getrandbits(64)
-            order = self._orders[self.epoch, lap] = np.random.default_rng(seed).permutation(len(self.items))
-        return self.items[int(order[offset])]
+            # one source keeps the historical seed string, so single-source runs are unchanged
+            name = "" if len(self.feeds) == 1 else f"{modality}:"
+            seed = random.Random(f"{self.seed}:order:{name}{self.epoch}:{lap}").getrandbits(64)
+            order = np.random.default_rng(seed).permutation(len(items))
+            self._orders[modality, self.epoch, lap] = order
+        return items[int(order[offset])]
 
 
 class _HeldOutStream(_ExampleStream):
-    """Validation examples: one per held-out item, fixed (always epoch 0), split into contiguous per-rank
-    shards whose sizes differ by at most one; the last batch of a shard may be short."""
+    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
+    tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank shards whose sizes differ
+    by at most one; the last batch of a shard may be short."""
 
     stream = "val"
 
     def _shard(self) -> range:
-        n = len(self.items)
+        n = max(len(feed.items) for feed in self.feeds.values())
         return range(self.rank * n // self.world, (self.rank + 1) * n // self.world)
 
     def num_batches(self) -> int:
@@ -161,8 +227,15 @@ class _HeldOutStream(_ExampleStream):
     def batch_indices(self, b: int) -> Sequence[int]:
         return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
 
-    def item_index(self, position: int) -> int:
-        return self.items[position % len(self.items)]
+    def item_index(self, position: int, modality: str) -> int:
+        items = self.feeds[modality].items
+        return items[position % len(items)]
+
+    def stage(self, i: int) -> int:
+        return 0  # held-out examples never change
+
+    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
+        return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
 
 
 class _EpochLoader(DataLoader):
@@ -227,36 +300,47 @@ class PretextDataModule(LightningDataModule):
 
     A batch is a ``list[Example]`` of exactly ``batch_size`` examples per rank (PIL images do not stack; the
     policy encodes). Example ``i`` of epoch ``e`` depends only on ``(seed, e, i)``: its task is drawn by
-    ``weights``, its item is position ``i`` of a per-epoch permutation of the training items. Global batch
+    ``weights``, its item is position ``i`` of a per-epoch permutation of its source's training items. Global batch
     ``b`` holds examples ``[b * G, (b + 1) * G)`` with ``G = batch_size * world_size``, rank ``r`` the
     ``r``-th slice, so results do not depend on the number of ranks or workers. An item the source or task
     cannot use (`tasks.SkipItem`) is skipped, counted, logged once and replaced by the next item of the
     permutation.
 
-    Validation holds out ``val_size`` items, each giving one fixed example (a random stream of its own). They
-    are split across ranks in contiguous shards without padding; with ``val_size`` divisible by
-    ``world_size * batch_size`` every rank runs the same number of full batches. The test set is the same.
+    Validation holds out ``val_size`` items, each giving one fixed example (a random stream of its own). The
+    tasks take turns (held-out example ``i`` is made by task ``i mod n``), so each task's held-out accuracy is
+    measured on an equal share whatever the training weights. They are split across ranks in contiguous shards
+    without padding; with ``val_size`` divisible by ``world_size * batch_size`` every rank runs the same
+    number of full batches. The test set is the same.
+
+    A curriculum (`callbacks.Curriculum`) adds stages with other weights or task options (`set_curriculum`)
+    and says where in training each begins (`set_stage_starts`); example ``i`` of epoch ``e`` is then a
+    function of ``(seed, e, i)`` and those starts. Validation always uses the tasks as configured here.
 
     Args:
-        source: Raw media items.
+        source: Raw media items: one source, or one per modality when the tasks take several (Spatial-SSRL
+            mixes image and RGB-D tasks); each task reads the source of its modality, through a per-epoch
+            permutation of that source's training items.
         tasks: One task or several; each example is made by one of them.
         weights: Relative frequency of each task (positive, one per task); ``None`` means equal.
         batch_size: Examples per batch on each rank.
-        val_source: Items to validate on. ``None`` holds out the last ``val_size`` items of ``source``.
-        val_size: Number of validation items (at most the length of ``val_source``); 0 disables validation.
+        val_source: Items to validate on, one source per modality at most. ``None`` (or no source of a
+            modality) holds out the last ``val_size`` items of that modality's ``source``.
+        val_size: Number of validation items per modality (at most the length of ``val_source``); 0 disables
+            validation.
         num_workers: DataLoader worker processes; the batches are the same for any number.
         seed: Selects the permutations, task draws and task randomness.
-        epoch_size: Training examples per epoch (all ranks together); ``None`` means one per training item.
+        epoch_size: Training examples per epoch (all ranks together); ``None`` means one per training item
+            (of all sources together).
             May exceed the number of items, or cut a large synthetic source into short epochs.
     """
 
     def __init__(
         self,
-        source: Source,
+        source: Source | list[Source],
         tasks: Task | list[Task],
         weights: list[float] | None = None,
         batch_size: int = 8,
-        val_source: Source | None = None,
+        val_source: Source | list[Source] | None = None,
         val_size: int = 64,
         num_workers: int = 0,
         seed: int = 0,
@@ -265,8 +349,9 @@ class PretextDataModule(LightningDataModule):
         super().__init__()
         task_list = [tasks] if isinstance(tasks, Task) else list(tasks)
         self._tasks = _by_name(task_list)
-        _check_modalities(source, val_source, task_list)
-        self._cum_weights = _cumulative(weights, len(task_list))
+        sources, val_sources = _by_modality(source, "source"), _by_modality(val_source, "val_source")
+        _check_modalities(sources, val_sources, task_list)
+        self._mixes = [_Mix(task_list, _cumulative(weights, len(task_list)))]
         minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "num_workers": (num_workers, 0),
                   "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
         for name, (value, least) in minima.items():
@@ -274,9 +359,10 @@ class PretextDataModule(LightningDataModule):
                 raise ValueError(f"{name} must be >= {least}, got {value}")
         self.source, self.val_source = source, val_source
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
-        self.train_items, self.val_items = _split(source, val_source, val_size)
-        self.epoch_size = len(self.train_items) if epoch_size is None else epoch_size
+        self._feeds = _split(sources, val_sources, val_size)
+        self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
         self._streams: dict[str, _ExampleStream] = {}
+        self._starts: list[int] = []
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -290,18 +376,53 @@ class PretextDataModule(LightningDataModule):
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""
-        task = self._tasks.get(example.task)
+        mix = self._mixes[example.meta.get(STAGE_KEY, 0)]
+        task = next((t for t in mix.tasks if t.name == example.task), None)
         if task is None:
             known = sorted(self._tasks)
             raise KeyError(f"example made by unknown task {example.task!r}; this data module has {known}")
         return task.verify(example, completion)
+
+    def set_curriculum(self, stages: Sequence[tuple[list[float] | None, dict[str, dict]]]) -> None:
+        """Declare the curriculum stages after the first: ``(weights, options)`` each, where ``weights`` (None:
+        unchanged) replaces the task weights and ``options`` maps task names to option changes
+        (``{"jigsaw": {"rows": 3, "cols": 3}}``), added to those of the stages before. Bad names, options or
+        weights fail here, before training."""
+        mixes, weights, changes = self._mixes[:1], None, {name: {} for name in self._tasks}
+        for new_weights, options in stages:
+            unknown = set(options) - set(self._tasks)
+            if unknown:
+                raise ValueError(f"curriculum names unknown tasks {sorted(unknown)}; known: {sorted(self._tasks)}")
+            for name, option in options.items():
+                changes[name] = {**changes[name], **option}
+            weights = weights if new_weights is None else new_weights
+            tasks = [with_options(t, **changes[t.name]) if changes[t.name] else t for t in self._tasks.values()]
+            cum = mixes[0].cum_weights if weights is None else _cumulative(weights, len(tasks))
+            mixes.append(_Mix(tasks, cum))
+        self._mixes = mixes
+        self.set_stage_starts([])
+
+    def set_stage_starts(self, starts: Sequence[int]) -> None:
+        """Where each curriculum stage after the first begins, as a training example position
+        (`position`); stages past the end of ``starts`` have not begun."""
+        if len(starts) >= len(self._mixes) or list(starts) != sorted(starts) or any(s < 0 for s in starts):
+            raise ValueError(f"need at most {len(self._mixes) - 1} non-decreasing starts >= 0, got {starts}")
+        self._starts = list(starts)
+        for stream in self._streams.values():
+            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream == "train" else []
+
+    def position(self, epoch: int, batch: int) -> int:
+        """The training position of the first example of ``batch`` in ``epoch``: ``epoch * epoch_size`` plus
+        the examples of the earlier global batches (batch size x world size)."""
+        world = self._placement()[2]
+        return epoch * self.epoch_size + batch * self.batch_size * world
 
     def train_dataloader(self) -> DataLoader:
         return _ResumableLoader(self._stream("train"), self._placement, self._batches_done,
                                 num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader | list:
-        if not self.val_items:
+        if not any(feed.items for feed in self._feeds["val"].values()):
             return []  # Lightning skips validation for an empty list
         placement = lambda: (0, *self._placement()[1:])  # validation examples never change
         return _EpochLoader(self._stream("val"), placement, num_workers=self.num_workers)
@@ -312,15 +433,13 @@ class PretextDataModule(LightningDataModule):
     def _stream(self, split: str) -> _ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
-            common = dict(tasks=list(self._tasks.values()), cum_weights=self._cum_weights,
-                          batch_size=self.batch_size, seed=self.seed)
+            common = dict(feeds=self._feeds[split], mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
-                stream = _TrainStream(self.source, items=self.train_items, epoch_size=self.epoch_size,
-                                      **common)
+                stream = _TrainStream(epoch_size=self.epoch_size, **common)
             else:
-                held_out = self.source if self.val_source is None else self.val_source
-                stream = _HeldOutStream(held_out, items=self.val_items, **common)
+                stream = _HeldOutStream(**common)
             self._streams[split] = stream
+            self.set_stage_starts(self._starts)
         return self._streams[split]
 
     def _batches_done(self) -> int:
@@ -350,14 +469,44 @@ def _by_name(tasks: list[Task]) -> dict[str, Task]:
     return by_name
 
 
-def _check_modalities(source: Source, val_source: Source | None, tasks: list[Task]) -> None:
-    for src in (source, val_source):
-        for task in tasks:
-            if src is not None and task.modality != src.modality:
-                raise ValueError(
-                    f"task {task.name!r} takes {task.modality} items but {type(src).__name__} gives "
-                    f"{src.modality} items"
-                )
+def _by_modality(source: Source | list[Source] | None, what: str) -> dict[str, Source]:
+    """Sources by the modality of their items (at most one each)."""
+    sources = [] if source is None else [source] if isinstance(source, Source) else list(source)
+    by_modality: dict[str, Source] = {}
+    for src in sources:
+        if src.modality in by_modality:
+            raise ValueError(f"{what} holds two {src.modality} sources; give one source per modality")
+        by_modality[src.modality] = src
+    if what == "source" and not by_modality:
+        raise ValueError("source is empty: give a source (or one per modality)")
+    return by_modality
+
+
+def _check_modalities(sources: dict[str, Source], val_sources: dict[str, Source], tasks: list[Task]) -> None:
+    """Every task has a source of its modality and every source a task (an unused one is a config mistake)."""
+    for task in tasks:
+        if task.modality not in sources:
+            given = ", ".join(f"{type(s).__name__} ({m})" for m, s in sources.items())
+            raise ValueError(f"task {task.name!r} takes {task.modality} items but the sources give {given}")
+    for what, group in (("source", sources), ("val_source", val_sources)):
+        unused = set(group) - {task.modality for task in tasks}
+        if unused:
+            raise ValueError(f"{what} gives {sorted(unused)} items that no task takes")
+
+
+def with_options(task: Task, **changes) -> Task:
+    """A new task of the same class with some ``__init__`` options changed (validated again by ``__init__``);
+    the others are read from the attributes of the same name, which every task keeps."""
+    names = {name for cls in type(task).__mro__ if "__init__" in vars(cls) and issubclass(cls, Task)
+             for name, param in inspect.signature(cls.__init__).parameters.items()
+             if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)}
+    unknown = set(changes) - names
+    if unknown:
+        raise ValueError(f"{type(task).__name__} has no options {sorted(unknown)}; it has {sorted(names)}")
+    missing = sorted(n for n in names - set(changes) if not hasattr(task, n))
+    if missing:
+        raise ValueError(f"{type(task).__name__} does not keep options {missing} as attributes; cannot copy it")
+    return type(task)(**{name: getattr(task, name) for name in names} | changes)
 
 
 def _cumulative(weights: list[float] | None, n: int) -> list[float]:
@@ -371,7 +520,21 @@ def _cumulative(weights: list[float] | None, n: int) -> list[float]:
     return list(itertools.accumulate(w / total for w in weights))
 
 
-def _split(source: Source, val_source: Source | None, val_size: int) -> tuple[range, range]:
+def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size: int,
+           ) -> dict[str, dict[str, _Feed]]:
+    """The training and validation feeds of each modality."""
+    feeds: dict[str, dict[str, _Feed]] = {"train": {}, "val": {}}
+    for modality, source in sources.items():
+        held_out = val_sources.get(modality)
+        train, val = _split_one(source, held_out, val_size)
+        feeds["train"][modality] = _Feed(source, train)
+        feeds["val"][modality] = _Feed(source if held_out is None else held_out, val)
+    if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
+        raise ValueError("a val_source is empty while other modalities have validation items")
+    return feeds
+
+
+def _split_one(source: Source, val_source: Source | None, val_size: int) -> tuple[range, range]:
     """Indices of the training items (in ``source``) and the validation items (in ``val_source`` if given)."""
     n = len(source)
     if n == 0:

@@ -104,6 +104,9 @@ class Task(ABC):
     name: ClassVar[str]
     modality: ClassVar[str]
     parts: ClassVar[tuple[str, ...]] = ("accuracy",)
+    #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
+    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
+    partners: ClassVar[int] = 0
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
         if answer_format not in answers.FORMATS:

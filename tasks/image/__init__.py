@@ -1,6 +1,14 @@
-"""Image pretext tasks: rotation prediction and jigsaw ordering."""
+"""Image pretext tasks: rotation, jigsaw and jigsaw pairs, Spatial-SSRL's patch reordering, flipped patch and
+crop inpainting, SSL4RL's patch position and contrastive pairs."""
 
+from tasks.image.contrastive import Contrastive
+from tasks.image.crop_inpaint import CropInpaint
+from tasks.image.flipped_patch import FlippedPatch
 from tasks.image.jigsaw import Jigsaw
+from tasks.image.jigsaw_pair import JigsawPair
+from tasks.image.patch_position import PatchPosition
+from tasks.image.patch_reorder import PatchReorder
 from tasks.image.rotation import Rotation
 
-__all__ = ["Jigsaw", "Rotation"]
+__all__ = ["Contrastive", "CropInpaint", "FlippedPatch", "Jigsaw", "JigsawPair", "PatchPosition", "PatchReorder",
+           "Rotation"]

@@ -12,7 +12,8 @@ from typing import Literal
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, SkipItem, Task
+from tasks.base import Example, Task
+from tasks.image import grid
 
 
 class Jigsaw(Task):
@@ -59,50 +60,39 @@ class Jigsaw(Task):
         self.partial_credit = partial_credit
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
-        tiles = self._tiles(item.convert("RGB"))
+        tiles = grid.cut(item.convert("RGB"), self.rows, self.cols, self.min_tile)
         shown = list(range(len(tiles)))
         rng.shuffle(shown)
         pieces = [tiles[slot] for slot in shown]
-        media, question = self._composite(pieces) if self.composite else self._separate(pieces)
+        media, note = self._show(pieces, self.rows, self.cols)
+        question = f"{note}\n{self._ask(len(pieces))}" if note else self._ask(len(pieces))
         meta = {"rows": self.rows, "cols": self.cols, "shown": shown}
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
 
-    def _tiles(self, image: Image.Image) -> list[Image.Image]:
-        """Equal tiles in raster order, after a centre crop that makes the grid divide the image exactly."""
-        tile_w, tile_h = image.width // self.cols, image.height // self.rows
-        if min(tile_w, tile_h) < self.min_tile:
-            raise SkipItem(f"{image.size} image: {tile_w}x{tile_h} tiles, below min_tile={self.min_tile}")
-        left = (image.width - tile_w * self.cols) // 2
-        top = (image.height - tile_h * self.rows) // 2
-        return [
-            image.crop((left + c * tile_w, top + r * tile_h, left + (c + 1) * tile_w, top + (r + 1) * tile_h))
-            for r in range(self.rows)
-            for c in range(self.cols)
-        ]
+    def _show(self, pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
+        """The media parts showing the shuffled pieces of a ``rows x cols`` grid, and a note for the question
+        (how they are numbered)."""
+        return self._composite(pieces, rows, cols) if self.composite else self._separate(pieces, rows, cols)
 
-    def _separate(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
+    @staticmethod
+    def _separate(pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
         intro = (
-            f"These {len(pieces)} images are the pieces of one image cut into a grid of {self._grid()}, "
+            f"These {len(pieces)} images are the pieces of one image cut into a grid of {grid.grid_name(rows, cols)}, "
             f"shuffled and numbered 1 to {len(pieces)} in the order shown.\n"
         )
         media = [{"type": "text", "text": intro}]
         for i, piece in enumerate(pieces, start=1):
             media += [{"type": "text", "text": f"Piece {i}:"}, {"type": "image", "image": piece}]
-        return media, self._ask(len(pieces))
+        return media, ""
 
-    def _composite(self, pieces: list[Image.Image]) -> tuple[list[dict], str]:
-        tile_w, tile_h = pieces[0].size
-        canvas = Image.new("RGB", (tile_w * self.cols, tile_h * self.rows))
-        for i, piece in enumerate(pieces):
-            canvas.paste(piece, ((i % self.cols) * tile_w, (i // self.cols) * tile_h))
+    @staticmethod
+    def _composite(pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
+        canvas = grid.paste(pieces, rows, cols)
         intro = (
-            f"This image was cut into equal pieces on a grid of {self._grid()}, then they were shuffled. "
+            f"This image was cut into equal pieces on a grid of {grid.grid_name(rows, cols)}, then they were shuffled. "
             f"Number the pieces as they appear here from 1 to {len(pieces)}, left to right, top to bottom."
         )
-        return [{"type": "image", "image": canvas}], f"{intro}\n{self._ask(len(pieces))}"
-
-    def _grid(self) -> str:
-        return f"{self.rows} row{'s' * (self.rows > 1)} by {self.cols} column{'s' * (self.cols > 1)}"
+        return [{"type": "image", "image": canvas}], intro
 
     @staticmethod
     def _ask(k: int) -> str:

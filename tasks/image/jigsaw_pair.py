@@ -1,0 +1,85 @@
+"""Jigsaw pair questions: where was one shuffled tile relative to another in the original image?
+
+Follows the ``pair`` question of Jigsaw-R1 (arXiv 2505.23590; zifuwanggg/Jigsaw-R1 utils/jigsaw_utils.py): the
+tiles of an ``m x n`` grid are shuffled and pasted back into one image; two shown positions are named and
+the policy picks their original relation among 2 options (one-row or one-column grids) or 8 directions.
+"""
+
+from __future__ import annotations
+
+import random
+
+from PIL import Image
+
+from tasks import answers
+from tasks.base import Example
+from tasks.image import grid
+from tasks.image.jigsaw import Jigsaw
+
+# (sign of row offset, sign of column offset) of the first tile relative to the second -> relation
+_RELATIONS = {
+    (-1, 0): "directly above", (1, 0): "directly below", (0, -1): "directly left of", (0, 1): "directly right of",
+    (-1, -1): "above and to the left of", (-1, 1): "above and to the right of",
+    (1, -1): "below and to the left of", (1, 1): "below and to the right of",
+}
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _options(rows: int, cols: int) -> list[str]:
+    """Left / right for one row, above / below for one column, else the 8 directions."""
+    if rows == 1:
+        return [_RELATIONS[0, -1], _RELATIONS[0, 1]]
+    if cols == 1:
+        return [_RELATIONS[-1, 0], _RELATIONS[1, 0]]
+    return list(_RELATIONS.values())
+
+
+class JigsawPair(Jigsaw):
+    """Shuffle the tiles of a ``rows x cols`` grid, name two of them by their shown position, and ask how the
+    first lay relative to the second in the original image (a lettered multiple choice).
+
+    Args:
+        rows: Grid rows.
+        cols: Grid columns; ``rows * cols`` must be at least 2. A one-row grid has the options left / right, a
+            one-column grid above / below, any other grid the 8 directions.
+        composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of separate images.
+        min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
+        swap: Use a ``cols x rows`` grid instead with probability 1/2 (Jigsaw-R1's ``shuffle_mn``).
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    name = "jigsaw_pair"
+    parts = ("accuracy",)
+
+    def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
+                 swap: bool = False, **kwargs):
+        super().__init__(rows=rows, cols=cols, composite=composite, min_tile=min_tile, **kwargs)
+        self.swap = swap
+
+    def make_example(self, item: Image.Image, rng: random.Random) -> Example:
+        rows, cols = (self.cols, self.rows) if self.swap and rng.random() < 0.5 else (self.rows, self.cols)
+        tiles = grid.cut(item.convert("RGB"), rows, cols, self.min_tile)
+        shown = list(range(len(tiles)))
+        rng.shuffle(shown)
+        first, second = rng.sample(range(len(tiles)), 2)  # shown positions, 0-based
+        media, note = self._show([tiles[s] for s in shown], rows, cols)
+        options = _options(rows, cols)
+        (r1, c1), (r2, c2) = divmod(shown[first], cols), divmod(shown[second], cols)
+        relation = _RELATIONS[_sign(r1 - r2), _sign(c1 - c2)]
+        texts = [f"{first + 1} is {option} {second + 1}" for option in options]
+        question = (f"In the original image, where was piece {first + 1} relative to piece {second + 1}?\n"
+                    f"{answers.choice_prompt(texts)}")
+        meta = {"rows": rows, "cols": cols, "shown": shown, "pair": [first + 1, second + 1],
+                "options": options}
+        text = f"{note}\n{question}" if note else question
+        return Example(self.user_message(media, text), relation, self.name, meta)
+
+    def answer_text(self, example: Example) -> str:
+        return answers.letter(example.meta["options"].index(example.answer))
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        relation = answers.parse_letter(answer, example.meta["options"])
+        return None if relation is None else {"accuracy": float(relation == example.answer)}
