@@ -74,6 +74,16 @@ def local_range(depth: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def neighbour_step(depth: np.ndarray) -> np.ndarray:
+    """Largest depth difference between each pixel and its 4 neighbours, ``[H, W]``; NaN where one of them is
+    invalid or outside the image. Small on smooth surfaces, even slanted ones; large on depth edges."""
+    step = np.full(depth.shape, np.nan, dtype=np.float32)
+    centre = depth[1:-1, 1:-1]
+    neighbours = [depth[:-2, 1:-1], depth[2:, 1:-1], depth[1:-1, :-2], depth[1:-1, 2:]]
+    step[1:-1, 1:-1] = np.max([abs(n - centre) for n in neighbours], axis=0)
+    return step
+
+
 def normalised(depth: np.ndarray) -> np.ndarray:
     """Depth rescaled to [0, 1] between its 0.5th and 99.5th percentiles (clipped), NaN kept (Spatial-SSRL)."""
     valid = depth[np.isfinite(depth)]

@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from tasks.base import SkipItem
-from tasks.depth.common import DepthOrdering, far_apart, inner_pixels, local_range
+from tasks.depth.common import DepthOrdering, far_apart, inner_pixels, neighbour_step
 
 _TRIES = 500  # candidate pixels looked at in one greedy pass
 _RESTARTS = 10  # greedy passes before the item is taken as unable to hold the points
@@ -19,7 +19,7 @@ _RESTARTS = 10  # greedy passes before the item is taken as unable to hold the p
 class DepthOrder(DepthOrdering):
     """Mark ``points`` pixels of known depth and ask for their order from nearest to farthest.
 
-    A pixel qualifies when its depth lies in ``depth_range`` and its 3x3 neighbourhood is valid and varies by
+    A pixel qualifies when its depth lies in ``depth_range`` and its 4 neighbours are valid and differ from it by
     less than half of ``min_gap`` (so the marker's centre is not on a depth edge). Points are drawn at random
     among those, pairwise at least ``min_distance`` apart in the image and ``min_gap`` apart in depth.
 
@@ -77,7 +77,7 @@ class DepthOrder(DepthOrdering):
     def _candidates(self, depth: np.ndarray, radius: int) -> np.ndarray:
         """``(v, u)`` of qualifying pixels, ``[M, 2]``, at least one marker radius from the border."""
         near, far = self.depth_range
-        usable = (local_range(depth, 3) < self.min_gap / 2) & (depth >= near) & (depth <= far)
+        usable = (neighbour_step(depth) < self.min_gap / 2) & (depth >= near) & (depth <= far)
         return inner_pixels(usable, radius)
 
     def question(self, k: int) -> str:
