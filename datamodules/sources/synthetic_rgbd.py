@@ -18,12 +18,13 @@ class SyntheticRGBD(Source):
     """Rooms seen from a level camera; item ``i`` is a pure function of ``(seed, i)``.
 
     Camera frame = world frame (x right, y down, z forward; the camera at the origin). Each room: a floor
-    1.0-1.5 m below the camera, tiled in two tones (0.5 m tiles, a perspective cue); a ceiling 2.6-3.2 m above the
-    floor; side walls 2-3.5 m to each side; a back wall 6-9 m ahead; all of random muted colours. On the floor stand
-    ``objects`` axis-aligned boxes (sides 0.3-1.0 m) and spheres (radius 0.2-0.5 m) of saturated random colours,
-    2.5 m to 1 m short of the back wall, apart from each other. Surfaces are shaded by the angle between their
-    normal and the viewing ray (a light at the camera). Depth is z-depth in metres, exact up to the spheres'
-    tessellation; `scene` gives the layout.
+    1.0-1.5 m below the camera, tiled in two tones (0.5 m tiles, a perspective cue); a ceiling 2.6-3.2 m above
+    the floor; side walls 2-3.5 m to each side; a back wall 6-9 m ahead; all of random muted colours. On the floor
+    stand ``objects`` axis-aligned boxes (sides 0.3-1.0 m) and spheres (radius 0.2-0.5 m) of saturated random
+    colours, at least 2.5 m ahead and 1 m short of the back wall, their centres in the middle 80% of the view (as
+    far as the room allows), apart from each other. Surfaces are shaded by the angle between their normal and the
+    viewing ray (a light at the camera). Depth is z-depth in metres, exact up to the spheres' tessellation;
+    `scene` gives the layout.
 
     Args:
         size: Number of distinct rooms (the length of the source).
@@ -77,7 +78,8 @@ class SyntheticRGBD(Source):
                 "back": rng.uniform(6.0, 9.0), "colours": rng.uniform(0.35, 0.8, (5, 3))}
         room["objects"] = []
         for _ in range(int(rng.integers(self.objects[0], self.objects[1] + 1))):
-            placed = _place(rng, room)
+            spread = math.tan(math.radians(self.fov) / 2)  # half the view's width at 1 m
+            placed = _place(rng, room, spread, spread * self.height / self.width)
             if placed is not None:
                 room["objects"].append(placed)
         return room
@@ -113,8 +115,9 @@ class SyntheticRGBD(Source):
         return (np.clip(shaded, 0, 1) * 255 + 0.5).astype(np.uint8), depth
 
 
-def _place(rng: np.random.Generator, room: dict) -> dict | None:
-    """A box or sphere standing on the floor, clear of the walls and of the objects already placed (None when
+def _place(rng: np.random.Generator, room: dict, across: float, down: float) -> dict | None:
+    """A box or sphere standing on the floor, its centre in the middle 80% of the view (half of which is
+    ``across`` wide and ``down`` high at 1 m), clear of the walls and of the objects already placed (None when
     ten random spots all collide)."""
     kind = ("box", "sphere")[int(rng.integers(2))]
     size = rng.uniform(0.3, 1.0, 3) if kind == "box" else np.full(3, 2 * rng.uniform(0.2, 0.5))
@@ -122,10 +125,12 @@ def _place(rng: np.random.Generator, room: dict) -> dict | None:
     hue = rng.uniform()
     colour = np.array(colorsys.hsv_to_rgb(hue, rng.uniform(0.6, 1.0), rng.uniform(0.7, 1.0)))
     for _ in range(10):
-        x = rng.uniform(-room["side"] + reach, room["side"] - reach)
-        z = rng.uniform(2.5, room["back"] - 1.0)
+        low = room["floor"] - size[1] / 2  # height of the centre below the camera
+        z = rng.uniform(min(max(2.5, low / (0.8 * down)), room["back"] - 1.0), room["back"] - 1.0)
+        limit = min(room["side"] - reach, 0.8 * across * z)
+        x = rng.uniform(-limit, limit)
         if all(math.hypot(x - o["centre"][0], z - o["centre"][2]) > reach + o["reach"] + 0.1 for o in room["objects"]):
-            centre = [float(x), float(room["floor"] - size[1] / 2), float(z)]
+            centre = [float(x), float(low), float(z)]
             shape = {"size": size.tolist()} if kind == "box" else {"radius": float(size[0] / 2)}
             return {"kind": kind, "centre": centre, **shape, "colour": colour.tolist(), "reach": reach}
     return None
