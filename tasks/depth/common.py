@@ -8,6 +8,7 @@ invalid pixels as NaN. Camera coordinates follow OpenCV: x right, y down, z forw
 
 from __future__ import annotations
 
+import itertools
 import random
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
+_MAX_CHOICE_POINTS = 4  # 4! = 24 lettered orders; 5! = 120 would not fit the alphabet or a prompt
 
 
 @dataclass
@@ -145,11 +147,14 @@ def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: f
 class DepthOrdering(Task):
     """Mark points of an RGB-D image with shuffled numbers and ask for them from nearest to farthest.
 
-    Subclasses choose the points (`pick`) and word the question (`question`). The answer follows the
-    permutation convention of `tasks.answers`: for each point from nearest to farthest, its number.
+    Subclasses choose the points (`pick`), describe them (`question`) and call `check_style` with their number
+    of points. The answer follows the permutation convention of `tasks.answers`: for each point from nearest to
+    farthest, its number.
 
     Args:
         marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
+        style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
+            lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
         reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
             ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
@@ -159,13 +164,21 @@ class DepthOrdering(Task):
     modality = "rgbd"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
-    def __init__(self, marker_size: float = 0.03, reward: Literal["exact", "fraction", "footrule"] = "footrule",
-                 partial_credit: float = 1.0, **kwargs):
+    def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
+                 reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
+                 **kwargs):
         super().__init__(**kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
+        if style not in ("order", "choice"):
+            raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
         answers.check_permutation_reward(reward, partial_credit)
-        self.marker_size, self.reward, self.partial_credit = marker_size, reward, partial_credit
+        self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
+
+    def check_style(self, k: int) -> None:
+        """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
+        if self.style == "choice" and k > _MAX_CHOICE_POINTS:
+            raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_POINTS} points, got {k}")
 
     @abstractmethod
     def pick(self, rgb: np.ndarray, depth: np.ndarray, radius: int, rng: random.Random,
@@ -174,7 +187,7 @@ class DepthOrdering(Task):
 
     @abstractmethod
     def question(self, k: int) -> str:
-        """What the policy is asked about ``k`` marked points."""
+        """What the policy is shown and asked to order, for ``k`` marked points."""
 
     def make_example(self, item: RGBD, rng: random.Random) -> Example:
         rgb, depth, _ = checked(item)
@@ -186,14 +199,36 @@ class DepthOrdering(Task):
         meta = {"points": [list(map(int, p)) for p in points],
                 "depths": [round(float(depth[v, u]), 4) for u, v in points]}
         media = [{"type": "image", "image": draw_markers(rgb, points, radius)}]
-        return Example(self.user_message(media, self.question(len(points))), answers.shuffle_answer(shown),
+        return Example(self.user_message(media, self._ask(len(points))), answers.shuffle_answer(shown),
                        self.name, meta)
 
+    def _ask(self, k: int) -> str:
+        if self.style == "order":
+            return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
+                    "by commas.")
+        options = answers.choice_prompt([_text(order) for order in _orders(k)])
+        return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
+
     def answer_text(self, example: Example) -> str:
-        return ", ".join(str(label) for label in example.answer)
+        if self.style == "choice":
+            return answers.letter(_orders(len(example.answer)).index(list(example.answer)))
+        return _text(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = answers.parse_permutation(answer, len(example.answer))
+        k = len(example.answer)
+        if self.style == "choice":
+            pred = answers.parse_letter(answer, _orders(k))
+        else:
+            pred = answers.parse_permutation(answer, k)
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
+
+
+def _orders(k: int) -> list[list[int]]:
+    """Every order of ``k`` labels, lexicographic: option A is ``1, 2, ...``."""
+    return [list(order) for order in itertools.permutations(range(1, k + 1))]
+
+
+def _text(order: list[int]) -> str:
+    return ", ".join(str(label) for label in order)

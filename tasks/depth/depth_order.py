@@ -44,6 +44,7 @@ class DepthOrder(DepthOrdering):
             raise ValueError(f"min_distance must be >= 0 and min_gap > 0, got {min_distance}, {min_gap}")
         if not 0 <= depth_range[0] < depth_range[1]:
             raise ValueError(f"depth_range must be (nearest, farthest) with 0 <= nearest < farthest, got {depth_range}")
+        self.check_style(points)
         self.points, self.min_distance, self.min_gap = points, min_distance, min_gap
         self.depth_range = tuple(depth_range)
 
@@ -81,6 +82,5 @@ class DepthOrder(DepthOrdering):
         return inner_pixels(usable, radius)
 
     def question(self, k: int) -> str:
-        return (f"This image has {k} points marked on it with red numbered circles. Order the points "
-                "from the closest to the farthest from the camera, judging each by the centre of its circle. "
-                f"Answer with the {k} point numbers from closest to farthest, separated by commas.")
+        return (f"This image has {k} points marked on it with red circles numbered 1 to {k}. Order the points by "
+                "their distance from the camera, judging each by the centre of its circle.")

@@ -43,6 +43,7 @@ class RegionalDepthOrder(DepthOrdering):
             raise ValueError(f"bands must be 2 to 9 disjoint [low, high] intervals, got {bands}")
         if not 0 < patch < 0.5 or flatness <= 0:
             raise ValueError(f"patch must be in (0, 0.5) and flatness > 0, got {patch}, {flatness}")
+        self.check_style(len(ordered))
         self.bands, self.patch, self.flatness = ordered, patch, flatness
 
     def pick(self, rgb: np.ndarray, depth: np.ndarray, radius: int, rng: random.Random,
@@ -64,5 +65,4 @@ class RegionalDepthOrder(DepthOrdering):
     def question(self, k: int) -> str:
         listed = ", ".join(str(i) for i in range(1, k))
         return (f"Regions of this image are marked {listed} and {k}. Taking into account what they show, where "
-                "they are and any other cues, sort the regions by their distance from the camera. Answer with the "
-                f"{k} region numbers from the closest to the farthest, separated by commas.")
+                "they are and any other cues, order the regions by their distance from the camera.")

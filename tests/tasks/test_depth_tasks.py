@@ -149,3 +149,19 @@ def test_markers_are_drawn_where_the_points_are():
     for u, v in [(20, 30), (60, 15)]:
         assert marked[v, u - 6, 0] > 100 and marked[v, u - 6, 1] < 60  # red disc around the centre
     assert marked[50, 5].sum() == 0  # untouched elsewhere
+
+
+def test_choice_style_letters_every_order_and_grades_the_chosen_one():
+    task = DepthOrder(points=3, min_distance=0.1, style="choice", answer_format="bare")
+    example = task.make_example(strips([1.5, 3.5, 5.5]), random.Random(0))
+    options = list(itertools.permutations([1, 2, 3]))  # A) 1, 2, 3  B) 1, 3, 2 ...
+    assert "F) 3, 2, 1" in example.prompt_text
+    right = options.index(tuple(example.answer))
+    assert task.answer_text(example) == "ABCDEF"[right]
+    for i, order in enumerate(options):
+        parts = task.verify(example, "ABCDEF"[i]).parts
+        expected = 1 - sum(abs(order.index(label) - p) for p, label in enumerate(example.answer)) / 4
+        assert parts["accuracy"] == pytest.approx(expected) and parts["exact"] == float(i == right)
+    assert task.verify(example, "G").parts["format"] == 0.0
+    with pytest.raises(ValueError, match="at most 4 points"):
+        DepthOrder(points=5, style="choice")
