@@ -51,7 +51,8 @@ class RGBDFolder(Source):
         depth_scale: Metres per stored depth unit, for every file; ``None`` means 0.001 for 16-bit PNG
             (millimetres) and 1 for .npy and .exr (metres).
         fov: Horizontal field of view in degrees for frames without intrinsics file (principal point at the
-            centre, square pixels); ``None`` skips such frames.
+            centre, square pixels); with ``None`` such frames have no intrinsics (depth ordering still works on
+            them; tasks that back-project, like `tasks.RelativePosition3D`, skip them).
         max_side: Downsize each frame (colour bilinear, depth nearest, intrinsics scaled) so its longer side is at
             most this many pixels; ``None`` keeps the depth map's size.
     """
@@ -103,8 +104,9 @@ class RGBDFolder(Source):
     def describe(self, index: int) -> str:
         return str(self.pairs[index][0])
 
-    def intrinsics(self, rgb_path: Path, shape: tuple[int, int]) -> np.ndarray:
-        """The camera matrix of the frame whose colour image is ``rgb_path``, for a depth map of ``shape``."""
+    def intrinsics(self, rgb_path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+        """The camera matrix of the frame whose colour image is ``rgb_path``, for a depth map of ``shape`` (None
+        when there is no intrinsics file and no ``fov``)."""
         height, width = shape
         for folder in [rgb_path.parent, *rgb_path.parent.parents]:
             candidate = rgb_path.with_suffix(".json") if folder == rgb_path.parent else None
@@ -116,7 +118,7 @@ class RGBDFolder(Source):
             if folder == self.root:
                 break
         if self.fov is None:
-            raise ValueError(f"no {rgb_path.stem}.json or {INTRINSICS_FILE} up to the root, and fov is None")
+            return None
         focal = width / 2 / math.tan(math.radians(self.fov) / 2)
         return np.array([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1]])
 
@@ -184,7 +186,7 @@ def fit(item: RGBD, max_side: int | None) -> RGBD:
     rgb = Image.fromarray(item.rgb).resize(size, Image.Resampling.BILINEAR)
     depth = Image.fromarray(item.depth).resize(size, Image.Resampling.NEAREST)
     sx, sy = size[0] / width, size[1] / height
-    intrinsics = item.intrinsics * np.array([[sx], [sy], [1.0]])
+    intrinsics = None if item.intrinsics is None else item.intrinsics * np.array([[sx], [sy], [1.0]])
     return RGBD(np.asarray(rgb), np.asarray(depth), intrinsics, item.name)
 
 

@@ -32,13 +32,14 @@ class RGBD:
     Attributes:
         rgb: Colour image, ``[H, W, 3]`` uint8 (a PIL image is accepted and converted).
         depth: Z-depth in metres, ``[H, W]`` float32; NaN where the sensor gave nothing.
-        intrinsics: Pinhole camera matrix ``[[fx, 0, cx], [0, fy, cy], [0, 0, 1]]`` of this resolution.
+        intrinsics: Pinhole camera matrix ``[[fx, 0, cx], [0, fy, cy], [0, 0, 1]]`` of this resolution, or None
+            when unknown (tasks that need it skip the item).
         name: Where it came from (a path, or a synthetic id), for logs.
     """
 
     rgb: np.ndarray
     depth: np.ndarray
-    intrinsics: np.ndarray
+    intrinsics: np.ndarray | None
     name: str = ""
 
     def __post_init__(self):
@@ -46,19 +47,24 @@ class RGBD:
             self.rgb = np.asarray(self.rgb.convert("RGB"))
 
 
-def checked(item: RGBD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rgb [H, W, 3] uint8, depth [H, W] float32, intrinsics [3, 3] float64)`` of ``item``, invalid depth
-    (0, negative, inf) as NaN; SkipItem when the parts do not fit together."""
+def checked(item: RGBD, need_intrinsics: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(rgb [H, W, 3] uint8, depth [H, W] float32, intrinsics [3, 3] float64 or None)`` of ``item``, invalid
+    depth (0, negative, inf) as NaN; SkipItem when the parts do not fit together, or when ``need_intrinsics`` and
+    the item has none."""
     rgb, depth = np.asarray(item.rgb), np.asarray(item.depth, dtype=np.float32)
-    intrinsics = np.asarray(item.intrinsics, dtype=np.float64)
     name = item.name or "rgbd"
     if rgb.ndim != 3 or rgb.shape[-1] != 3 or rgb.dtype != np.uint8 or depth.shape != rgb.shape[:2]:
         raise SkipItem(f"{name}: need [H, W, 3] uint8 rgb and [H, W] depth, got {rgb.shape} {rgb.dtype} "
                        f"and {depth.shape}")
+    depth = np.where(np.isfinite(depth) & (depth > 0), depth, np.nan)
+    if item.intrinsics is None:
+        if need_intrinsics:
+            raise SkipItem(f"{name}: no camera intrinsics, which this task needs")
+        return rgb, depth, None
+    intrinsics = np.asarray(item.intrinsics, dtype=np.float64)
     if intrinsics.shape != (3, 3) or not np.isfinite(intrinsics).all() or min(intrinsics[0, 0],
                                                                               intrinsics[1, 1]) <= 0:
         raise SkipItem(f"{name}: intrinsics must be a finite 3x3 matrix with positive focal lengths")
-    depth = np.where(np.isfinite(depth) & (depth > 0), depth, np.nan)
     return rgb, depth, intrinsics
 
 

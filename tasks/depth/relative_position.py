@@ -64,7 +64,7 @@ class RelativePosition3D(Task):
         self.min_separation, self.patch, self.flatness, self.marker_size = min_separation, patch, flatness, marker_size
 
     def make_example(self, item: RGBD, rng: random.Random) -> Example:
-        rgb, depth, intrinsics = checked(item)
+        rgb, depth, intrinsics = checked(item, need_intrinsics=True)
         radius = marker_radius(rgb, self.marker_size)
         _, flat = flat_pixels(depth, self.patch, self.flatness, radius)
         facing = rng.choices(list(FACINGS), weights=self.facing_weights)[0]

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from datamodules import PretextDataModule, RGBDFolder
-from tasks import DepthOrder, SkipItem
+from tasks import DepthOrder, RelativePosition3D, SkipItem
 
 H, W = 24, 32
 
@@ -84,8 +84,10 @@ def test_one_folder_layout_with_a_suffix_and_fov(tmp_path):
     source = RGBDFolder(str(tmp_path), rgb_dir="", depth_dir="", depth_suffix="_depth", fov=90.0)
     assert len(source) == 1 and not source.unpaired
     np.testing.assert_allclose(source[0].intrinsics, [[16, 0, 16], [0, 16, 12], [0, 0, 1]])  # W/2 / tan(45)
-    with pytest.raises(SkipItem, match="fov is None"):
-        RGBDFolder(str(tmp_path), rgb_dir="", depth_dir="", depth_suffix="_depth")[0]
+    unknown = RGBDFolder(str(tmp_path), rgb_dir="", depth_dir="", depth_suffix="_depth")[0]
+    assert unknown.intrinsics is None  # depth ordering works without; back-projecting tasks skip the frame
+    with pytest.raises(SkipItem, match="no camera intrinsics"):
+        RelativePosition3D().make_example(unknown, random.Random(0))
 
 
 def test_colour_is_resized_to_the_depth_and_max_side_scales_everything(tmp_path):
