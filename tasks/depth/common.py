@@ -127,7 +127,7 @@ def back_project(points: np.ndarray, depth: np.ndarray, intrinsics: np.ndarray) 
 
 
 def marker_radius(rgb: np.ndarray, fraction: float) -> int:
-    """Radius in pixels of a marker ``fraction`` of the image's shorter side wide (at least a legible size)."""
+    """Marker radius in pixels: ``fraction`` of the image's shorter side, at least `MIN_MARKER_RADIUS`."""
     return max(MIN_MARKER_RADIUS, round(fraction * min(rgb.shape[:2])))
 
 

@@ -59,7 +59,7 @@ class RelativePosition3D(Task):
         if not 0 <= margin < width / 2:
             raise ValueError(f"margin must be in [0, {width / 2}) degrees, got {margin}")
         if min_separation < 0 or not 0 < patch < 0.5 or flatness <= 0 or not 0 < marker_size < 0.25:
-            raise ValueError("need min_separation >= 0, patch and marker_size in (0, 0.5), flatness > 0")
+            raise ValueError("need min_separation >= 0, patch in (0, 0.5), flatness > 0, marker_size in (0, 0.25)")
         self.facing_weights, self.diagonals, self.margin = list(facing_weights), diagonals, margin
         self.min_separation, self.patch, self.flatness, self.marker_size = min_separation, patch, flatness, marker_size
 
