@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-pytest.importorskip("open3d")
+pytest.importorskip("open3d", exc_type=ImportError)  # also when its libusb is missing
 
 from datamodules import SyntheticRGBD  # noqa: E402
 from tasks import DepthOrder, RegionalDepthOrder, RelativePosition3D  # noqa: E402
