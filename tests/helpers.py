@@ -45,4 +45,30 @@ def make_item(modality: str, seed: int = 0):
             frames[i, 16:32, left:left + 12] = (255, 255, 0)
         frames = frames + rng.integers(0, 6, frames.shape, dtype=np.uint8)
         return Video(frames=frames, fps=4.0, name=f"sample-video-{seed}")
+    if modality == "rgbd":
+        return _rgbd_item(rng, seed)
     raise NotImplementedError(f"no sample item for modality {modality!r}")
+
+
+def _rgbd_item(rng, seed):
+    """A 128x96 view of a room, analytic: floor 0.6 m below the camera, a wall 6 m ahead, five upright panels
+    facing the camera at 1.5 to 5 m, and a hole of invalid depth (NaN) in a top corner."""
+    from tasks import RGBD
+
+    h, w, f = 96, 128, 90.0
+    intrinsics = np.array([[f, 0, w / 2], [0, f, h / 2], [0, 0, 1]])
+    v, u = np.mgrid[0:h, 0:w] + 0.5
+    ray_y = (v - h / 2) / f  # y / z along each pixel's ray (y down)
+    floor = np.where(ray_y > 0, 0.6 / np.maximum(ray_y, 1e-9), np.inf)
+    depth = np.minimum(floor, 6.0)
+    rgb = np.where((depth < 6.0)[..., None], [150, 120, 90], [200, 200, 210]).astype(np.float64)
+    rgb += 40 * ((np.floor(u / 16) + np.floor(v / 16)) % 2)[..., None] * (depth < 6.0)[..., None]
+    panels = [((8, 40, 40, 90), 1.5, (40, 90, 200)), ((48, 76, 30, 70), 2.3, (60, 170, 60)),
+              ((84, 120, 20, 60), 3.0, (220, 60, 40)), ((30, 70, 8, 36), 4.0, (230, 200, 40)),
+              ((96, 124, 2, 18), 5.0, (150, 60, 160))]
+    for (left, right, top, bottom), z, colour in panels:
+        panel = (u >= left) & (u < right) & (v >= top) & (v < bottom) & (depth > z)
+        depth[panel], rgb[panel] = z, colour
+    depth[:12, :20] = np.nan
+    rgb = np.clip(rgb + rng.integers(0, 8, rgb.shape), 0, 255).astype(np.uint8)
+    return RGBD(rgb=rgb, depth=depth.astype(np.float32), intrinsics=intrinsics, name=f"sample-rgbd-{seed}")

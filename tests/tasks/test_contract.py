@@ -71,6 +71,8 @@ def _snapshot(item):
         return (np.asarray(item).copy(),)
     if isinstance(item, tasks.Video):
         return item.frames.copy(), item.fps
+    if isinstance(item, tasks.RGBD):
+        return item.rgb.copy(), np.nan_to_num(item.depth, nan=-1.0), item.intrinsics.copy()  # NaN != NaN
     return ()
 
 

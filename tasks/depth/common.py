@@ -1,0 +1,240 @@
+"""RGB-D items and what the depth tasks share: checking an item, flat regions, back-projection, numbered markers
+and the near-to-far ordering every ordering task asks for.
+
+Depth is z-depth in metres (distance along the optical axis, as ScanNet, DIODE and MegaDepth store it) with
+invalid pixels as NaN. Camera coordinates follow OpenCV: x right, y down, z forward; pixel ``(u, v)`` covers
+``[u, u + 1) x [v, v + 1)``, so its centre is ``(u + 0.5, v + 0.5)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from PIL import Image, ImageDraw, ImageFont
+
+from tasks import answers
+from tasks.base import Example, SkipItem, Task
+
+MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
+_MAX_CHOICE_POINTS = 4  # 4! = 24 lettered orders; 5! = 120 would not fit the alphabet or a prompt
+
+
+@dataclass
+class RGBD:
+    """A registered colour image and depth map with the camera's intrinsics: what RGB-D sources yield.
+
+    Attributes:
+        rgb: Colour image, ``[H, W, 3]`` uint8 (a PIL image is accepted and converted).
+        depth: Z-depth in metres, ``[H, W]`` float32; NaN where the sensor gave nothing.
+        intrinsics: Pinhole camera matrix ``[[fx, 0, cx], [0, fy, cy], [0, 0, 1]]`` of this resolution, or None
+            when unknown (tasks that need it skip the item).
+        name: Where it came from (a path, or a synthetic id), for logs.
+    """
+
+    rgb: np.ndarray
+    depth: np.ndarray
+    intrinsics: np.ndarray | None
+    name: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.rgb, Image.Image):
+            self.rgb = np.asarray(self.rgb.convert("RGB"))
+
+
+def checked(item: RGBD, need_intrinsics: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(rgb [H, W, 3] uint8, depth [H, W] float32, intrinsics [3, 3] float64 or None)`` of ``item``, invalid
+    depth (0, negative, inf) as NaN; SkipItem when the parts do not fit together, or when ``need_intrinsics`` and
+    the item has none."""
+    rgb, depth = np.asarray(item.rgb), np.asarray(item.depth, dtype=np.float32)
+    name = item.name or "rgbd"
+    if rgb.ndim != 3 or rgb.shape[-1] != 3 or rgb.dtype != np.uint8 or depth.shape != rgb.shape[:2]:
+        raise SkipItem(f"{name}: need [H, W, 3] uint8 rgb and [H, W] depth, got {rgb.shape} {rgb.dtype} "
+                       f"and {depth.shape}")
+    depth = np.where(np.isfinite(depth) & (depth > 0), depth, np.nan)
+    if item.intrinsics is None:
+        if need_intrinsics:
+            raise SkipItem(f"{name}: no camera intrinsics, which this task needs")
+        return rgb, depth, None
+    intrinsics = np.asarray(item.intrinsics, dtype=np.float64)
+    if intrinsics.shape != (3, 3) or not np.isfinite(intrinsics).all() or min(intrinsics[0, 0],
+                                                                              intrinsics[1, 1]) <= 0:
+        raise SkipItem(f"{name}: intrinsics must be a finite 3x3 matrix with positive focal lengths")
+    return rgb, depth, intrinsics
+
+
+def local_range(depth: np.ndarray, size: int) -> np.ndarray:
+    """Max minus min depth in the ``size x size`` window centred on each pixel, ``[H, W]``; NaN where the window
+    holds an invalid pixel or leaves the image. ``size`` is odd."""
+    half = size // 2
+    out = np.full(depth.shape, np.nan, dtype=np.float32)
+    if min(depth.shape) < size:
+        return out
+    # separable: a window's min is the min over its rows of each row's min (NaN propagates through both)
+    low = sliding_window_view(sliding_window_view(depth, size, axis=1).min(-1), size, axis=0).min(-1)
+    high = sliding_window_view(sliding_window_view(depth, size, axis=1).max(-1), size, axis=0).max(-1)
+    out[half:depth.shape[0] - half, half:depth.shape[1] - half] = high - low
+    return out
+
+
+def neighbour_step(depth: np.ndarray) -> np.ndarray:
+    """Largest depth difference between each pixel and its 4 neighbours, ``[H, W]``; NaN where one of them is
+    invalid or outside the image. Small on smooth surfaces, even slanted ones; large on depth edges."""
+    step = np.full(depth.shape, np.nan, dtype=np.float32)
+    centre = depth[1:-1, 1:-1]
+    neighbours = [depth[:-2, 1:-1], depth[2:, 1:-1], depth[1:-1, :-2], depth[1:-1, 2:]]
+    step[1:-1, 1:-1] = np.max([abs(n - centre) for n in neighbours], axis=0)
+    return step
+
+
+def normalised(depth: np.ndarray) -> np.ndarray:
+    """Depth rescaled to [0, 1] between its 0.5th and 99.5th percentiles (clipped), NaN kept (Spatial-SSRL)."""
+    valid = depth[np.isfinite(depth)]
+    if valid.size == 0:
+        return depth.copy()
+    low, high = np.percentile(valid, [0.5, 99.5])
+    return np.clip((depth - low) / max(high - low, 1e-6), 0.0, 1.0)
+
+
+def flat_pixels(depth: np.ndarray, patch: float, flatness: float, border: int) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised depth ``[H, W]`` and the ``(v, u)`` centres ``[M, 2]`` of flat patches: square patches
+    ``patch`` of the shorter side wide (odd, >= 3 px) whose normalised depth varies by less than ``flatness``,
+    centred at least ``border`` pixels inside the image."""
+    norm = normalised(depth)
+    size = max(3, round(patch * min(depth.shape)) // 2 * 2 + 1)
+    return norm, inner_pixels(local_range(norm, size) < flatness, border)
+
+
+def inner_pixels(mask: np.ndarray, border: int) -> np.ndarray:
+    """``(v, u)`` of the true pixels of ``mask`` ``[H, W]`` at least ``border`` pixels inside the image, ``[M, 2]``."""
+    height, width = mask.shape
+    inner = np.zeros_like(mask)
+    inner[border:height - border, border:width - border] = True
+    return np.argwhere(mask & inner)
+
+
+def back_project(points: np.ndarray, depth: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
+    """Camera-frame positions ``[N, 3]`` of pixel centres ``points`` ``[N, 2]`` as ``(u, v)`` at z ``depth`` ``[N]``."""
+    u, v = points[:, 0] + 0.5, points[:, 1] + 0.5
+    x = (u - intrinsics[0, 2]) * depth / intrinsics[0, 0]
+    y = (v - intrinsics[1, 2]) * depth / intrinsics[1, 1]
+    return np.stack([x, y, depth], axis=-1)
+
+
+def marker_radius(rgb: np.ndarray, fraction: float) -> int:
+    """Marker radius in pixels: ``fraction`` of the image's shorter side, at least `MIN_MARKER_RADIUS`."""
+    return max(MIN_MARKER_RADIUS, round(fraction * min(rgb.shape[:2])))
+
+
+def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int) -> Image.Image:
+    """The image with translucent red discs numbered 1, 2, ... in white at ``points`` (pixel ``(u, v)``), as
+    Visual Jigsaw marks its depth-ordering points."""
+    image = Image.fromarray(rgb).convert("RGBA")
+    overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
+    draw = ImageDraw.Draw(overlay)
+    font = ImageFont.load_default(size=max(8, round(1.4 * radius)))
+    for label, (u, v) in enumerate(points, start=1):
+        x, y = u + 0.5, v + 0.5
+        draw.ellipse((x - radius, y - radius, x + radius, y + radius), fill=(230, 20, 20, 170))
+        draw.text((x, y), str(label), fill=(255, 255, 255, 255), font=font, anchor="mm")
+    return Image.alpha_composite(image, overlay).convert("RGB")
+
+
+def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: float) -> bool:
+    """Whether ``point`` is at least ``distance`` pixels from every point in ``chosen``."""
+    return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
+
+
+class DepthOrdering(Task):
+    """Mark points of an RGB-D image with shuffled numbers and ask for them from nearest to farthest.
+
+    Subclasses choose the points (`pick`), describe them (`question`) and call `check_style` with their number
+    of points. The answer follows the permutation convention of `tasks.answers`: for each point from nearest to
+    farthest, its number.
+
+    Args:
+        marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
+        style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
+            lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
+        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
+            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    modality = "rgbd"
+    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+
+    def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
+                 reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if not 0 < marker_size < 0.25:
+            raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
+        if style not in ("order", "choice"):
+            raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
+        answers.check_permutation_reward(reward, partial_credit)
+        self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
+
+    def check_style(self, k: int) -> None:
+        """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
+        if self.style == "choice" and k > _MAX_CHOICE_POINTS:
+            raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_POINTS} points, got {k}")
+
+    @abstractmethod
+    def pick(self, rgb: np.ndarray, depth: np.ndarray, radius: int, rng: random.Random,
+             name: str) -> list[tuple[int, int]]:
+        """Pixels ``(u, v)`` to mark, sorted from nearest to farthest; SkipItem when none fit."""
+
+    @abstractmethod
+    def question(self, k: int) -> str:
+        """What the policy is shown and asked to order, for ``k`` marked points."""
+
+    def make_example(self, item: RGBD, rng: random.Random) -> Example:
+        rgb, depth, _ = checked(item)
+        radius = marker_radius(rgb, self.marker_size)
+        slots = self.pick(rgb, depth, radius, rng, item.name or "rgbd")  # nearest first
+        shown = list(range(len(slots)))
+        rng.shuffle(shown)
+        points = [slots[slot] for slot in shown]  # point p carries label p + 1
+        meta = {"points": [list(map(int, p)) for p in points],
+                "depths": [round(float(depth[v, u]), 4) for u, v in points]}
+        media = [{"type": "image", "image": draw_markers(rgb, points, radius)}]
+        return Example(self.user_message(media, self._ask(len(points))), answers.shuffle_answer(shown),
+                       self.name, meta)
+
+    def _ask(self, k: int) -> str:
+        if self.style == "order":
+            return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
+                    "by commas.")
+        options = answers.choice_prompt([_text(order) for order in _orders(k)])
+        return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
+
+    def answer_text(self, example: Example) -> str:
+        if self.style == "choice":
+            return answers.letter(_orders(len(example.answer)).index(list(example.answer)))
+        return _text(example.answer)
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        k = len(example.answer)
+        if self.style == "choice":
+            pred = answers.parse_letter(answer, _orders(k))
+        else:
+            pred = answers.parse_permutation(answer, k)
+        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
+            return None
+        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
+
+
+def _orders(k: int) -> list[list[int]]:
+    """Every order of ``k`` labels, lexicographic: option A is ``1, 2, ...``."""
+    return [list(order) for order in itertools.permutations(range(1, k + 1))]
+
+
+def _text(order: list[int]) -> str:
+    return ", ".join(str(label) for label in order)

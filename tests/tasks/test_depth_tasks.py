@@ -1,0 +1,167 @@
+"""Depth tasks: answers follow the depth map and intrinsics (change the depth, the answer changes with it)."""
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from tasks import RGBD, DepthOrder, RegionalDepthOrder, RelativePosition3D, SkipItem
+from tasks.depth.common import back_project, draw_markers
+from tests.helpers import make_item
+
+H, W, F = 96, 128, 90.0
+K = np.array([[F, 0, W / 2], [0, F, H / 2], [0, 0, 1]])
+STRIPS = [(8, 40), (48, 80), (88, 120)]  # columns of three upright flat panels
+
+
+def strips(depths, gap=np.nan) -> RGBD:
+    """Three flat panels side by side at ``depths``, invalid depth (``gap``) between and around them; the colour
+    image is the same whatever the depths, so only the depth can tell the answers apart."""
+    depth = np.full((H, W), gap, dtype=np.float32)
+    rgb = np.full((H, W, 3), 90, dtype=np.uint8)
+    for (left, right), z, colour in zip(STRIPS, depths, [(200, 40, 40), (40, 200, 40), (40, 40, 200)], strict=True):
+        depth[10:86, left:right] = z
+        rgb[10:86, left:right] = colour
+    return RGBD(rgb, depth, K.copy(), name="strips")
+
+
+def strip_of(point) -> int:
+    return next(i for i, (left, right) in enumerate(STRIPS) if left <= point[0] < right)
+
+
+@pytest.mark.parametrize("task", [DepthOrder(points=3, min_distance=0.1), RegionalDepthOrder(patch=0.1)],
+                         ids=lambda t: t.name)
+def test_order_follows_the_depth_and_nothing_else(task):
+    orders, marked = set(), set()
+    for depths in itertools.permutations([1.5, 3.5, 5.5]):  # normalised: 0, 0.5 and 1
+        example = task.make_example(strips(depths), random.Random(0))
+        points = example.meta["points"]
+        # read from near to far, the answer walks the panels in the order of their depths
+        walked = [strip_of(points[label - 1]) for label in example.answer]
+        assert walked == sorted(range(3), key=lambda i: depths[i])
+        assert task.verify(example, task.render_answer(example)).parts["exact"] == 1.0
+        orders.add(tuple(walked))
+        marked.add(tuple(sorted(map(tuple, points))))
+    assert len(orders) == 6  # every order of the depths gives its own answer
+    if isinstance(task, DepthOrder):
+        assert len(marked) == 1  # at the same marked pixels (regions are picked by depth band)
+
+
+def test_depth_order_respects_distance_gap_and_range():
+    item = make_item("rgbd")
+    task = DepthOrder(points=4, min_distance=0.15, min_gap=0.4, depth_range=(1.0, 5.5))
+    for seed in range(20):
+        example = task.make_example(item, random.Random(seed))
+        points, depths = np.array(example.meta["points"]), np.array(example.meta["depths"])
+        assert np.allclose(depths, item.depth[points[:, 1], points[:, 0]], atol=1e-3)
+        assert ((depths >= 1.0) & (depths <= 5.5)).all()
+        pairs = list(itertools.combinations(range(4), 2))
+        assert min(np.hypot(*(points[i] - points[j])) for i, j in pairs) >= 0.15 * H
+        assert min(abs(depths[i] - depths[j]) for i, j in pairs) >= 0.4
+        assert [depths[label - 1] for label in example.answer] == sorted(depths)
+
+
+def test_items_without_enough_depth_are_skipped_with_a_reason():
+    with pytest.raises(SkipItem, match="0 pixels of usable depth, need 6 points"):
+        DepthOrder().make_example(strips([np.nan] * 3), random.Random(0))
+    with pytest.raises(SkipItem, match="0.2 m apart"):  # one depth only: no two points 0.2 m apart
+        DepthOrder(points=2).make_example(strips([2.0, 2.0, 2.0]), random.Random(0))
+    with pytest.raises(SkipItem, match="normalised depth"):
+        RegionalDepthOrder().make_example(strips([2.0, 2.0, 2.0]), random.Random(0))
+    with pytest.raises(SkipItem, match="uint8 rgb and"):
+        DepthOrder().make_example(RGBD(np.zeros((4, 4, 3), np.uint8), np.ones((5, 4)), K), random.Random(0))
+
+
+@pytest.mark.parametrize("facing, displacement, expected", [
+    ("away", (1.0, 0.0), "right"), ("away", (-1.0, 0.0), "left"), ("away", (0.0, 1.0), "front"),
+    ("away", (0.0, -1.0), "back"), ("away", (1.0, 1.0), "front-right"), ("toward", (1.0, 0.0), "left"),
+    ("toward", (0.0, 1.0), "back"), ("toward", (-1.0, -1.0), "front-right"), ("left", (-1.0, 0.0), "front"),
+    ("left", (0.0, 1.0), "right"), ("right", (0.0, 1.0), "left"), ("right", (1.0, -1.0), "front-right"),
+])
+def test_relation_by_hand(facing, displacement, expected):
+    observer = np.array([0.5, 0.3, 3.0])
+    other = observer + np.array([displacement[0], -0.7, displacement[1]])  # height is ignored
+    assert RelativePosition3D().relation(observer, other, facing) == expected
+    cardinal = RelativePosition3D(diagonals=False).relation(observer, other, facing)
+    assert cardinal == (None if "-" in expected else expected)  # a diagonal is on a boundary of 4 sectors
+
+
+def test_relation_refuses_close_or_borderline_pairs():
+    task = RelativePosition3D(margin=10.0, min_separation=0.2)
+    observer = np.array([0.0, 0.0, 4.0])
+    assert task.relation(observer, observer + [1.0, 0, 0.0], "away") == "right"
+    # "right" spans 67.5-112.5 degrees from straight ahead: 80 is 12.5 inside it, 75 is within the 10 degree margin
+    assert task.relation(observer, observer + [1.0, 0, math.tan(math.radians(10))], "away") == "right"
+    assert task.relation(observer, observer + [1.0, 0, math.tan(math.radians(15))], "away") is None
+    assert task.relation(observer, observer + [0.7, 0, 0.0], "away") is None  # under 0.2 x 4 m apart
+
+
+def reference_relation(observer, other, facing) -> str:
+    """An independent reading of the geometry: rotate the ground-plane displacement into the observer's frame."""
+    heading = {"away": 0.0, "right": 90.0, "toward": 180.0, "left": 270.0}[facing]  # clockwise seen from above
+    bearing = math.degrees(math.atan2(other[0] - observer[0], other[2] - observer[2]))  # clockwise from +z
+    sector = round(((bearing - heading) % 360) / 45) % 8
+    return ["front", "front-right", "right", "back-right", "back", "back-left", "left", "front-left"][sector]
+
+
+@pytest.mark.parametrize("depths", [(3.0, 3.0, 3.0), (1.5, 3.0, 6.0)])
+def test_relative_position_follows_back_projected_depth(depths):
+    task = RelativePosition3D(facing_weights=[0, 0, 0, 1], patch=0.1, min_separation=0.05)
+    item = strips(depths)
+    seen = set()
+    for seed in range(15):
+        example = task.make_example(item, random.Random(seed))
+        points = np.array(example.meta["points"])
+        z = item.depth[points[:, 1], points[:, 0]]
+        # pixel centres back-projected by hand: x = (u + 0.5 - cx) z / fx
+        x = (points[:, 0] + 0.5 - K[0, 2]) * z / K[0, 0]
+        assert np.allclose(np.array(example.meta["positions"])[:, [0, 2]], np.stack([x, z], 1), atol=1e-3)
+        me = example.meta["observer"] - 1
+        positions = back_project(points, z, K)
+        assert example.answer == reference_relation(positions[me], positions[1 - me], "away")
+        seen.add(example.answer)
+    diagonal = {answer for answer in seen if "-" in answer}
+    # panels side by side give only sideways answers; panels at other depths give diagonal ones too
+    assert len(seen) >= 2 and (not diagonal if len(set(depths)) == 1 else diagonal)
+
+
+def test_moving_a_region_behind_the_observer_flips_front_and_back():
+    task = RelativePosition3D(facing_weights=[0, 0, 0, 1], patch=0.1, min_separation=0.05)
+    # facing away from the camera; the right panel moves from 6 m (behind the left one at 3 m) to 1 m (in front)
+    flip = {"front-right": "back-right", "back-left": "front-left"}
+    compared = 0
+    for seed in range(15):
+        far = task.make_example(strips((3.0, np.nan, 6.0)), random.Random(seed))
+        near = task.make_example(strips((3.0, np.nan, 1.0)), random.Random(seed))
+        points = far.meta["points"]
+        # compare where the same pixels were marked in both, one on each panel
+        if points == near.meta["points"] and strip_of(points[0]) != strip_of(points[1]):
+            assert near.answer == flip[far.answer], (far.meta, near.meta)
+            compared += 1
+    assert compared >= 5
+
+
+def test_markers_are_drawn_where_the_points_are():
+    rgb = np.zeros((60, 80, 3), np.uint8)
+    marked = np.asarray(draw_markers(rgb, [(20, 30), (60, 15)], radius=8)).astype(int)
+    for u, v in [(20, 30), (60, 15)]:
+        assert marked[v, u - 6, 0] > 100 and marked[v, u - 6, 1] < 60  # red disc around the centre
+    assert marked[50, 5].sum() == 0  # untouched elsewhere
+
+
+def test_choice_style_letters_every_order_and_grades_the_chosen_one():
+    task = DepthOrder(points=3, min_distance=0.1, style="choice", answer_format="bare")
+    example = task.make_example(strips([1.5, 3.5, 5.5]), random.Random(0))
+    options = list(itertools.permutations([1, 2, 3]))  # A) 1, 2, 3  B) 1, 3, 2 ...
+    assert "F) 3, 2, 1" in example.prompt_text
+    right = options.index(tuple(example.answer))
+    assert task.answer_text(example) == "ABCDEF"[right]
+    for i, order in enumerate(options):
+        parts = task.verify(example, "ABCDEF"[i]).parts
+        expected = 1 - sum(abs(order.index(label) - p) for p, label in enumerate(example.answer)) / 4
+        assert parts["accuracy"] == pytest.approx(expected) and parts["exact"] == float(i == right)
+    assert task.verify(example, "G").parts["format"] == 0.0
+    with pytest.raises(ValueError, match="at most 4 points"):
+        DepthOrder(points=5, style="choice")
