@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import torch.distributed as dist
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -24,7 +27,8 @@ class GRPOMetrics(Callback):
         self._eval = Means()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        for name, value in (outputs or {}).get("metrics", {}).items():
+        metrics = dict((outputs or {}).get("metrics", {})) | _skips(trainer.datamodule)
+        for name, value in metrics.items():
             pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
                           batch_size=len(batch))
 
@@ -65,6 +69,20 @@ class GRPOMetrics(Callback):
             (first_at, first), (last_at, last) = self.history[0], self.history[-1]
             rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at {first_at} -> "
                            f"{last['accuracy']:.3f} at {last_at}")
+
+
+def _skips(datamodule) -> dict[str, float]:
+    """``data/skipped`` and ``data/skipped/<source>/<kind>``: items skipped so far, summed over ranks (a
+    collective call when distributed: every rank calls it at the same step)."""
+    if not hasattr(datamodule, "skip_counts"):
+        return {}
+    counts = datamodule.skip_counts
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, counts)
+        counts = dict(sum((Counter(c) for c in everyone), Counter()))
+    named = {f"data/skipped/{source}/{kind}": float(n) for (source, kind), n in sorted(counts.items())}
+    return {"data/skipped": float(sum(counts.values())), **named}
 
 
 def _when(trainer) -> str:

@@ -13,6 +13,7 @@ import itertools
 import logging
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -79,6 +80,7 @@ class _ExampleStream(IterableDataset):
         self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
         self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
         self.skipped = 0
+        self.skip_counts: Counter = Counter()
         self._logged: set[tuple[str, int]] = set()
 
     def num_batches(self) -> int:
@@ -110,7 +112,7 @@ class _ExampleStream(IterableDataset):
             examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
             yield _Batch(examples, skips)
 
-    def example(self, i: int, skips: list[tuple[str, int, str]]) -> Example:
+    def example(self, i: int, skips: list[tuple[str, int, str, str]]) -> Example:
         """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
         next position of the item order (same task, same random stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
@@ -122,15 +124,20 @@ class _ExampleStream(IterableDataset):
         for attempt in range(MAX_CONSECUTIVE_SKIPS):
             index = self.item_index(i + attempt, task.modality)
             try:
-                example = task.make_example(self._item(feed, index, task, rng), rng)
+                item = self._item(feed, index, task, rng)
             except SkipItem as err:
-                skips.append((task.modality, getattr(err, "index", index), str(err)))
+                skips.append((task.modality, getattr(err, "index", index), "unreadable", str(err)))
+                continue
+            try:
+                example = task.make_example(item, rng)
+            except SkipItem as err:  # a readable item this task cannot use (too small, no valid depth, ...)
+                skips.append((task.modality, index, f"rejected_by_{task.name}", str(err)))
                 continue
             example.uid = uid
             if stage:
                 example.meta[STAGE_KEY] = stage
             return example
-        last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, why in skips[-3:])
+        last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
         raise RuntimeError(
             f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
             f"task {task.name!r}; the source looks broken. Last failures: {last}"
@@ -156,10 +163,12 @@ class _ExampleStream(IterableDataset):
                 raise
         return [item, *others]
 
-    def note_skips(self, skips: list[tuple[str, int, str]]) -> None:
-        """Count skip events and log each item the first time it is skipped."""
+    def note_skips(self, skips: list[tuple[str, int, str, str]]) -> None:
+        """Count skip events (in total and per source and kind) and log each item the first time it is
+        skipped."""
         self.skipped += len(skips)
-        for modality, index, reason in skips:
+        for modality, index, kind, reason in skips:
+            self.skip_counts[type(self.feeds[modality].source).__name__, kind] += 1
             if (modality, index) not in self._logged:
                 self._logged.add((modality, index))
                 log.warning("skipping %s: %s", self.feeds[modality].source.describe(index), reason)
@@ -373,6 +382,15 @@ class PretextDataModule(LightningDataModule):
     def skipped(self) -> int:
         """Skip events so far, training and validation together (counted as batches reach this process)."""
         return sum(stream.skipped for stream in self._streams.values())
+
+    @property
+    def skip_counts(self) -> dict[tuple[str, str], int]:
+        """Skip events so far by ``(source class, kind)``; kind is ``unreadable`` (the source could not load
+        the item) or ``rejected_by_<task>`` (the task could not make an example of it)."""
+        counts: Counter = Counter()
+        for stream in self._streams.values():
+            counts.update(stream.skip_counts)
+        return dict(counts)
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""

@@ -266,6 +266,7 @@ def test_bad_source_items_are_skipped_counted_logged_once_and_replaced(caplog):
         assert len(batches) == 6 and all(len(b) == 5 for b in batches)
         assert bad.isdisjoint(item(e) for b in batches for e in b)
     assert dm.skipped >= 2 * len(bad)  # each bad item is met at least once per epoch
+    assert dm.skip_counts == {("Numbers", "unreadable"): dm.skipped}
     for index in bad:
         assert sum(f"number-{index}:" in r.getMessage() for r in caplog.records) == 1
     again = PretextDataModule(Numbers(30, bad=bad), Tag(), batch_size=5, val_size=0)
@@ -278,6 +279,8 @@ def test_task_skips_are_replaced_with_the_same_task():
     assert all(len(b) == 6 for b in batches)
     assert all(item(e) % 2 == 0 for b in batches for e in b)
     assert dm.skipped >= 30
+    ((source, kind),) = dm.skip_counts
+    assert kind == f"rejected_by_{OddHater.name}"
 
 
 def test_skips_counted_with_workers(caplog):
@@ -287,6 +290,7 @@ def test_skips_counted_with_workers(caplog):
     with caplog.at_level(logging.WARNING, logger="datamodules"):
         assert keys(epoch(parallel)) == keys(epoch(serial))
     assert parallel.skipped == serial.skipped >= len(bad)
+    assert parallel.skip_counts == serial.skip_counts
 
 
 def test_a_broken_source_raises_instead_of_looping():
