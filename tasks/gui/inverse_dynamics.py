@@ -81,9 +81,12 @@ class GUIInverseDynamics(Task):
         action = check_action(item.action)
         if action["action"] not in self.action_types:
             raise SkipItem(f"{item.name}: action {action['action']!r} is not among {self.action_types}")
+        width, height = item.screen_size
+        if "x" in action and not (0 <= action["x"] <= width and 0 <= action["y"] <= height):
+            raise SkipItem(f"{item.name}: the recorded point ({action['x']}, {action['y']}) is off the screen")
         scale = rng.choice(self.scales)
-        size = tuple(max(1, round(side * scale)) for side in item.screen_size)
-        fx, fy = size[0] / item.screen_size[0], size[1] / item.screen_size[1]
+        size = max(1, round(width * scale)), max(1, round(height * scale))
+        fx, fy = size[0] / width, size[1] / height
         nodes = None if item.nodes is None else [_scale_node(node, fx, fy) for node in item.nodes]
         if "x" in action:
             action |= {"x": round(action["x"] * fx), "y": round(action["y"] * fy)}

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tasks import GUIInverseDynamics
+from tasks import GUIInverseDynamics, SkipItem
 from tests.helpers import sample_transition
 
 SEND = {"action": "click", "x": 95, "y": 180}  # inside "Send" (80, 170, 110, 190), inside the bar below it
@@ -127,5 +127,10 @@ def test_letter_output_asks_for_the_type():
     example = task.make_example(sample_transition(), random.Random(0))
     assert task.answer_text(example) == "B" and "B) click" in example.prompt_text
     assert task.verify(example, "A").parts == {"accuracy": 0.0, "action_type": 0.0, "format": 1.0}
-    with pytest.raises(Exception, match="not among"):
+    with pytest.raises(SkipItem, match="not among"):
         task.make_example(sample_transition(action={"action": "navigate_home"}), random.Random(0))
+
+
+def test_a_recorded_click_off_the_screen_is_skipped():
+    with pytest.raises(SkipItem, match="off the screen"):
+        GUIInverseDynamics().make_example(sample_transition(action=click(95, 230)), random.Random(0))
