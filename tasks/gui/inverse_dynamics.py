@@ -78,7 +78,10 @@ class GUIInverseDynamics(Task):
         self.scales, self.click_radius, self.type_credit = list(scales), click_radius, type_credit
 
     def make_example(self, item: GUITransition, rng: random.Random) -> Example:
-        action = check_action(item.action)
+        try:
+            action = check_action(item.action)
+        except ValueError as err:
+            raise SkipItem(f"{item.name}: {err}") from err
         if action["action"] not in self.action_types:
             raise SkipItem(f"{item.name}: action {action['action']!r} is not among {self.action_types}")
         width, height = item.screen_size

@@ -134,3 +134,5 @@ def test_letter_output_asks_for_the_type():
 def test_a_recorded_click_off_the_screen_is_skipped():
     with pytest.raises(SkipItem, match="off the screen"):
         GUIInverseDynamics().make_example(sample_transition(action=click(95, 230)), random.Random(0))
+    with pytest.raises(SkipItem, match="unknown action"):
+        GUIInverseDynamics().make_example(sample_transition(action={"action": "fly"}), random.Random(0))
