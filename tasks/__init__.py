@@ -4,6 +4,7 @@ from tasks import answers
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.depth import *  # noqa: F403
 from tasks.depth.common import RGBD
+from tasks.gui import *  # noqa: F403
 from tasks.image import *  # noqa: F403  (short class names on the command line)
 from tasks.video import *  # noqa: F403
 

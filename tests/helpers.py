@@ -47,6 +47,16 @@ def make_item(modality: str, seed: int = 0):
         return Video(frames=frames, fps=4.0, name=f"sample-video-{seed}")
     if modality == "rgbd":
         return _rgbd_item(rng, seed)
+    if modality == "gui":
+        return sample_transition(rng)
+    if modality == "frame_pair":
+        from tasks import FramePair
+
+        # a yellow agent one cell right of where it was, on a noisy gradient
+        frames = [_gradient(48, 48, rng) for _ in range(2)]
+        frames[0][16:28, 8:20] = frames[1][16:28, 20:32] = (255, 220, 0)
+        return FramePair(*map(Image.fromarray, frames), "right", ("up", "down", "left", "right", "stay"),
+                         name=f"sample-frame-pair-{seed}")
     raise NotImplementedError(f"no sample item for modality {modality!r}")
 
 
@@ -72,3 +82,31 @@ def _rgbd_item(rng, seed):
     depth[:12, :20] = np.nan
     rgb = np.clip(rgb + rng.integers(0, 8, rgb.shape), 0, 255).astype(np.uint8)
     return RGBD(rgb=rgb, depth=depth.astype(np.float32), intrinsics=intrinsics, name=f"sample-rgbd-{seed}")
+
+
+SAMPLE_NODES = [  # (bounds, text, kind): a mail app; "Send" is a small button inside the bottom bar
+    ((0, 0, 120, 200), "", "screen"), ((0, 0, 120, 30), "Inbox", "app_bar"), ((0, 40, 120, 160), "", "list"),
+    ((0, 40, 120, 80), "Alice", "row"), ((0, 80, 120, 120), "Bob", "row"), ((0, 160, 120, 200), "", "bar"),
+    ((80, 170, 110, 190), "Send", "button"),
+]
+
+
+def sample_transition(rng=None, action=None, nodes=True):
+    """A 120 x 200 mail screen, a click on its "Send" button (or ``action``), and the screen after it."""
+    from tasks import GUITransition, Node
+
+    rng = rng or np.random.default_rng(0)
+    before = _gradient(200, 120, rng)
+    for (left, top, right, bottom), _, kind in SAMPLE_NODES[1:]:
+        before[top:bottom, left:right] = {"button": (30, 120, 220), "row": (240, 240, 240)}.get(kind, (90, 90, 90))
+    after = before.copy()
+    after[30:40] = (0, 160, 0)  # a "sent" banner
+    tree = [Node(*node) for node in SAMPLE_NODES] if nodes else None
+    return GUITransition(Image.fromarray(before), Image.fromarray(after), action or {"action": "click", "x": 95,
+                         "y": 180}, tree, name="sample-transition")
+
+
+def _gradient(h, w, rng):
+    y, x = np.mgrid[0:h, 0:w]
+    arr = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (h + w)], -1).astype(np.uint8)
+    return arr + rng.integers(0, 8, arr.shape, dtype=np.uint8)

@@ -1,0 +1,82 @@
+"""Reading JSONL episode files whose media paths must stay inside a dataset root (shared by the GUI and
+frame-pair sources)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from PIL import Image
+
+from tasks import SkipItem
+
+log = logging.getLogger(__name__)
+
+
+def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
+    """The dataset root (the folder holding ``path``) and the ``(line number, object)`` of each non-blank line.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"{owner}: {str(file)!r} is not a JSONL file")
+    return file.parent.resolve(), _lines(file)
+
+
+def _lines(file: Path) -> Iterator[tuple[int, dict]]:
+    with open(file, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except ValueError as err:
+                    yield number, {"_error": f"not JSON: {err}"}
+
+
+def inside(root: Path, relative: object) -> Path:
+    """``relative`` resolved under ``root``; ValueError for a non-string, or a path (absolute, ``..``, or a
+    symlink) that leads outside the root, or to no file."""
+    if not isinstance(relative, str) or not relative:
+        raise ValueError(f"a media path must be a non-empty string, got {relative!r}")
+    resolved = (root / relative).resolve()
+    if not resolved.is_relative_to(root):
+        raise ValueError(f"{relative!r} leads outside the dataset root {str(root)!r}")
+    if not resolved.is_file():
+        raise ValueError(f"{relative!r}: no such file under {str(root)!r}")
+    return resolved
+
+
+def load_rgb(path: Path) -> Image.Image:
+    """The image at ``path``, decoded in full and as RGB; SkipItem when it cannot be read."""
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image.convert("RGB")
+    except Exception as err:  # decoders raise OSError, ValueError, SyntaxError...: all mean skip
+        raise SkipItem(f"{path}: {type(err).__name__}: {err}") from err
+
+
+class RowSkips:
+    """Counts the rows of an episode file that cannot be used, by reason, and logs them once (a summary)."""
+
+    def __init__(self, owner: str, path: str):
+        self.owner, self.path, self.reasons, self.first = owner, path, Counter(), {}
+
+    def add(self, line: int, reason: str) -> None:
+        kind = reason.split(":")[0]
+        self.reasons[kind] += 1
+        self.first.setdefault(kind, f"line {line}: {reason}")
+
+    @property
+    def count(self) -> int:
+        return sum(self.reasons.values())
+
+    def report(self) -> None:
+        if self.count:
+            examples = "; ".join(self.first.values())
+            log.warning("%s skipped %d unusable row(s) of %s (%s)", self.owner, self.count, self.path, examples)
