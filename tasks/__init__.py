@@ -3,6 +3,7 @@
 from tasks import answers
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.image import *  # noqa: F403  (short class names on the command line)
+from tasks.pointcloud import *  # noqa: F403
 from tasks.video import *  # noqa: F403
 
 __all__ = ["Example", "Reward", "SkipItem", "Task", "Video", "answers"]

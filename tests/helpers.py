@@ -45,4 +45,10 @@ def make_item(modality: str, seed: int = 0):
             frames[i, 16:32, left:left + 12] = (255, 255, 0)
         frames = frames + rng.integers(0, 6, frames.shape, dtype=np.uint8)
         return Video(frames=frames, fps=4.0, name=f"sample-video-{seed}")
+    if modality == "point_cloud":
+        from datamodules.sources.synthetic_points import make_object
+        from tasks import PointCloud
+
+        # an upright stack of coloured primitives, 256 points [256, 6]
+        return PointCloud(points=make_object(rng, 256), name=f"sample-cloud-{seed}")
     raise NotImplementedError(f"no sample item for modality {modality!r}")

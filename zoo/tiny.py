@@ -136,20 +136,29 @@ def _qwen3_vl(tok):
                                     chat_template=CHAT_TEMPLATE)
 
 
-FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl}
+def _qwen2(tok):
+    """A text-only Qwen2 causal LM (the language model of point-cloud and timm-encoder policies)."""
+    from transformers import Qwen2Config
+
+    rope = {"rope_type": "default", "rope_theta": 1e6}
+    return Qwen2Config(**_text_config(tok) | {"rope_parameters": rope}), tok
+
+
+FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "qwen2": _qwen2}
 
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
-    from transformers import AutoModelForImageTextToText
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(FAMILIES)}")
     config, processor = FAMILIES[family](build_tokenizer())
     torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config)
-    model.generation_config.eos_token_id = config.text_config.eos_token_id
-    model.generation_config.pad_token_id = config.text_config.pad_token_id
+    auto = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+    model = auto.from_config(config)
+    model.generation_config.eos_token_id = config.get_text_config().eos_token_id
+    model.generation_config.pad_token_id = config.get_text_config().pad_token_id
     out = Path(out_dir)
     model.save_pretrained(out)
     processor.save_pretrained(out)

@@ -2,8 +2,11 @@
 
 from datamodules.sources.base import Source
 from datamodules.sources.image_folder import ImageFolder
+from datamodules.sources.point_cloud_folder import PointCloudFolder
 from datamodules.sources.synthetic import SyntheticScenes
+from datamodules.sources.synthetic_points import SyntheticPointClouds
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["ImageFolder", "Source", "SyntheticScenes", "SyntheticVideos", "VideoFolder"]
+__all__ = ["ImageFolder", "PointCloudFolder", "Source", "SyntheticPointClouds", "SyntheticScenes", "SyntheticVideos",
+           "VideoFolder"]
