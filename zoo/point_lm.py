@@ -51,7 +51,7 @@ class PointGroupEncoder(nn.Module):
 
     def forward(self, points: Tensor, point_counts: Tensor) -> Tensor:
         counts = point_counts[:, 0].tolist()
-        clouds = points.split(counts)
+        clouds = points.to(self.norm.weight.dtype).split(counts)
         if len(set(counts)) == 1:
             return self._encode(torch.stack(clouds))
         return torch.cat([self._encode(cloud[None]) for cloud in clouds])
