@@ -9,6 +9,19 @@ from zoo.batch import MediaSpec
 from zoo.spliced import SplicedPolicy
 
 
+def _create(backbone: str, pretrained: bool, image_size: int | None, kwargs: dict) -> nn.Module:
+    """A headless timm model; models with a fixed input size (ViTs, Swin, ...) are built for ``image_size``,
+    the others (CNNs) take any size as they are."""
+    import timm
+
+    if image_size:
+        try:
+            return timm.create_model(backbone, pretrained=pretrained, num_classes=0, img_size=image_size, **kwargs)
+        except TypeError:  # the model's constructor has no img_size
+            pass
+    return timm.create_model(backbone, pretrained=pretrained, num_classes=0, **kwargs)
+
+
 class TimmEncoder(nn.Module):
     """The patch tokens ``[items, M, D]`` of a timm backbone (prefix tokens such as CLS dropped; a CNN's
     final feature map flattened), on images preprocessed with the backbone's own data config."""
@@ -17,15 +30,12 @@ class TimmEncoder(nn.Module):
     spec = MediaSpec(per_item=("pixel_values",))
 
     def __init__(self, backbone: str, timm_pretrained: bool, image_size: int | None, backbone_kwargs: dict):
-        import timm
         from timm.data import create_transform, resolve_data_config
 
         super().__init__()
         self.config = {"backbone": backbone, "timm_pretrained": timm_pretrained, "image_size": image_size,
                        "backbone_kwargs": backbone_kwargs}
-        sizing = {"img_size": image_size} if image_size and "vit" in backbone else {}
-        self.backbone = timm.create_model(backbone, pretrained=timm_pretrained, num_classes=0,
-                                          **sizing, **backbone_kwargs)
+        self.backbone = _create(backbone, timm_pretrained, image_size, backbone_kwargs)
         data = resolve_data_config({"input_size": (3, image_size, image_size)} if image_size else {},
                                    model=self.backbone)
         self.transform = create_transform(**data, is_training=False)

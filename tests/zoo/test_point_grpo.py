@@ -118,3 +118,14 @@ def test_reference_model_equals_the_initial_policy_and_saved_dirs_restore_settin
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(str(tmp_path)).config.model_type == "qwen2"  # a plain LM too
+
+
+@pytest.mark.parametrize("backbone, tokens", [("test_vit", 16), ("test_convnext", 4)])
+def test_encoder_lm_builds_any_timm_backbone_for_the_image_size(backbone, tokens):
+    policy = EncoderLMPolicy("tiny:qwen2", backbone=backbone, image_size=64)
+    policy.configure_model()
+    assert policy.model.encoder.num_tokens == tokens  # 64 px: 4 x 4 ViT patches, a 2 x 2 ConvNeXt map
+    example = Rotation(labels="letters", answer_format="bare").make_example(make_item("image"), random.Random(0))
+    batch = policy.encode([example])
+    assert batch.tensors["pixel_values"].shape == (1, 3, 64, 64)
+    assert int((batch.tensors["input_ids"] == policy.model.placeholder_id).sum()) == tokens
