@@ -21,7 +21,7 @@ def test_every_policy_declares_tiny_checkpoints():
         assert cls.tiny_checkpoints, f"{cls.__name__} declares no tiny checkpoints to test with"
 
 
-@pytest.fixture(scope="module", params=CASES, ids=lambda c: c[1])
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
 def policy(request):
     cls, ckpt = request.param
     torch.manual_seed(0)
