@@ -69,7 +69,7 @@ class EncoderLMPolicy(SplicedPolicy):
         placeholder: The token replaced by image features (added to the tokenizer when missing).
         init_seed: Seed of the new backbone (when not pretrained) and projector weights.
         **kwargs: Options common to every policy (see `PolicyModule`); ``freeze`` groups are ``vision``,
-            ``projector`` and ``lm``.
+            ``projector`` and ``llm``.
     """
 
     modalities = frozenset({"text", "image"})

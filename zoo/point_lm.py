@@ -84,7 +84,7 @@ class PointLMPolicy(SplicedPolicy):
         placeholder: The token replaced by point features (added to the tokenizer when missing).
         init_seed: Seed of the new encoder and projector weights.
         **kwargs: Options common to every policy (see `PolicyModule`); ``freeze`` groups are ``encoder``,
-            ``projector`` and ``lm``.
+            ``projector`` and ``llm``.
     """
 
     modalities = frozenset({"text", "point_cloud"})

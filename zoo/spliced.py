@@ -149,7 +149,7 @@ class SplicedPolicy(PolicyModule):
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         return {self.encoder_group: [self.model.encoder], "projector": [self.model.projector],
-                "lm": [self.model.lm]}
+                "llm": [self.model.lm]}
 
     def encode(self, examples: list) -> PromptBatch:
         parts = [[p for m in ex.messages if not isinstance(m["content"], str) for p in m["content"]
