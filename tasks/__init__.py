@@ -6,6 +6,7 @@ from tasks.depth import *  # noqa: F403
 from tasks.depth.common import RGBD
 from tasks.gui import *  # noqa: F403
 from tasks.image import *  # noqa: F403  (short class names on the command line)
+from tasks.pointcloud import *  # noqa: F403
 from tasks.video import *  # noqa: F403
 
 __all__ = ["RGBD", "Example", "Reward", "SkipItem", "Task", "Video", "answers"]

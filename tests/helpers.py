@@ -57,6 +57,12 @@ def make_item(modality: str, seed: int = 0):
         frames[0][16:28, 8:20] = frames[1][16:28, 20:32] = (255, 220, 0)
         return FramePair(*map(Image.fromarray, frames), "right", ("up", "down", "left", "right", "stay"),
                          name=f"sample-frame-pair-{seed}")
+    if modality == "point_cloud":
+        from datamodules.sources.synthetic_points import make_object
+        from tasks import PointCloud
+
+        # an upright stack of coloured primitives, 256 points [256, 6]
+        return PointCloud(points=make_object(rng, 256), name=f"sample-cloud-{seed}")
     raise NotImplementedError(f"no sample item for modality {modality!r}")
 
 

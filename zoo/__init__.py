@@ -1,10 +1,12 @@
 """zoo: multimodal policies as LightningModules, GRPO as a Lightning strategy, offline tiny models."""
 
 from zoo.batch import MediaSpec, PromptBatch
+from zoo.encoder_lm import EncoderLMPolicy
 from zoo.grpo import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy, Rollout
 from zoo.hf_vlm import HFVLMPolicy
+from zoo.point_lm import PointLMPolicy
 from zoo.policy import PolicyModule
 from zoo.qwen_vl import QwenVLPolicy
 
-__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "HFVLMPolicy", "MediaSpec",
-           "PolicyModule", "PromptBatch", "QwenVLPolicy", "Rollout"]
+__all__ = ["EncoderLMPolicy", "GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "HFVLMPolicy",
+           "MediaSpec", "PointLMPolicy", "PolicyModule", "PromptBatch", "QwenVLPolicy", "Rollout"]

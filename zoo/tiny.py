@@ -139,6 +139,15 @@ def _qwen3_vl(tok):
                                     chat_template=CHAT_TEMPLATE)
 
 
+def _qwen2(tok):
+    """A text-only Qwen2 causal LM (the language model of point-cloud and timm-encoder policies)."""
+    from transformers import Qwen2Config
+
+    rope = {"rope_type": "default", "rope_theta": 1e6}
+    return Qwen2Config(**_text_config(tok) | {"rope_parameters": rope}), tok
+
+
+
 # Idefics3 / SmolVLM: each image becomes crops of 32 px (a row-by-column grid plus a global view), each crop
 # 16 patches pixel-shuffled into 4 <image> tokens; the template writes one <image> per image, as SmolVLM's does.
 IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
@@ -222,7 +231,7 @@ def _llava_onevision(_):
 
 
 FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "idefics3": _idefics3,
-            "gemma3": _gemma3, "llava_onevision": _llava_onevision}
+            "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2}
 
 
 def _gemma3_init(model) -> None:
@@ -235,17 +244,18 @@ INIT = {"gemma3": _gemma3_init}  # families whose random init needs a fix-up aft
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
-    from transformers import AutoModelForImageTextToText
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(FAMILIES)}")
     config, processor = FAMILIES[family](build_tokenizer())
     torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config)
+    auto = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+    model = auto.from_config(config)
     if family in INIT:
         INIT[family](model)
-    model.generation_config.eos_token_id = config.text_config.eos_token_id
-    model.generation_config.pad_token_id = config.text_config.pad_token_id
+    model.generation_config.eos_token_id = config.get_text_config().eos_token_id
+    model.generation_config.pad_token_id = config.get_text_config().pad_token_id
     out = Path(out_dir)
     model.save_pretrained(out)
     processor.save_pretrained(out)

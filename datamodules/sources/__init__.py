@@ -4,13 +4,16 @@ from datamodules.sources.base import Source
 from datamodules.sources.frame_pairs import FramePairs
 from datamodules.sources.gui_trajectories import GUITrajectories
 from datamodules.sources.image_folder import ImageFolder
+from datamodules.sources.point_cloud_folder import PointCloudFolder
 from datamodules.sources.rgbd_folder import RGBDFolder
 from datamodules.sources.synthetic import SyntheticScenes
 from datamodules.sources.synthetic_grid import SyntheticGridWorld
 from datamodules.sources.synthetic_gui import SyntheticGUI
+from datamodules.sources.synthetic_points import SyntheticPointClouds
 from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["FramePairs", "GUITrajectories", "ImageFolder", "RGBDFolder", "Source", "SyntheticGUI",
-           "SyntheticGridWorld", "SyntheticRGBD", "SyntheticScenes", "SyntheticVideos", "VideoFolder"]
+__all__ = ["FramePairs", "GUITrajectories", "ImageFolder", "PointCloudFolder", "RGBDFolder", "Source",
+           "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds", "SyntheticRGBD", "SyntheticScenes",
+           "SyntheticVideos", "VideoFolder"]

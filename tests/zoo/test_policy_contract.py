@@ -21,7 +21,7 @@ def test_every_policy_declares_tiny_checkpoints():
         assert cls.tiny_checkpoints, f"{cls.__name__} declares no tiny checkpoints to test with"
 
 
-@pytest.fixture(scope="module", params=CASES, ids=lambda c: c[1])
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
 def policy(request):
     cls, ckpt = request.param
     torch.manual_seed(0)
@@ -52,12 +52,27 @@ def video_examples() -> list[Example]:
             Example([{"role": "user", "content": [image, short, {"type": "text", "text": "Same?"}]}], "no", "iv")]
 
 
+def point_cloud_examples() -> list[Example]:
+    """A rotation prompt, a prompt with two clouds of other sizes (one xyz only), and no cloud."""
+    from tasks import PointCloudRotation
+
+    one = PointCloudRotation(answer_format="bare").make_example(make_item("point_cloud", 0), random.Random(0))
+    two = Example([{"role": "user", "content": [
+        {"type": "point_cloud", "points": make_item("point_cloud", 1).points[:200, :3]},
+        {"type": "point_cloud", "points": make_item("point_cloud", 2).points},
+        {"type": "text", "text": "Which is taller?"}]}], "first", "two_clouds")
+    text = Example([{"role": "user", "content": "Say hi."}], "hi", "text")
+    return [one, two, text]
+
+
 def examples_for(policy) -> list[Example]:
     examples = []
     if "image" in policy.modalities:
         examples += image_examples()
     if "video" in policy.modalities:
         examples += video_examples()
+    if "point_cloud" in policy.modalities:
+        examples += point_cloud_examples()
     if not examples:
         raise NotImplementedError(f"add examples for {sorted(policy.modalities)}")
     return examples
@@ -140,11 +155,14 @@ def test_micro_batches_see_the_same_rows(policy):
 
 def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
     cls = type(policy)
-    module = cls(pretrained=policy.pretrained, freeze=["vision"])
+    group = next(iter(policy.module_groups()))  # the encoder group: "vision" for Qwen-VL
+    module = cls(pretrained=policy.pretrained, freeze=[group])
     module.configure_model()
     frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
-    vision = {id(p) for m in module.module_groups()["vision"] for p in m.parameters()}
-    assert frozen and frozen == {n for n, p in module.named_parameters() if id(p) in vision}
+    in_group = {id(p) for m in module.module_groups()[group] for p in m.parameters()}
+    assert frozen and frozen == {n for n, p in module.named_parameters() if id(p) in in_group}
+    if isinstance(module, zoo.QwenVLPolicy):
+        assert all(".visual." in n and "merger" not in n for n in frozen)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2,
                                   weight_decay=0.0)

@@ -1,0 +1,90 @@
+"""`PointCloudFolder`: every point-cloud file (.ply, .pcd, .xyz, .pts) under a directory tree, read by open3d."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from datamodules.sources.base import Source, find_files
+from tasks import SkipItem
+from tasks.pointcloud.common import PointCloud, farthest_point_sample, normalize
+
+
+class PointCloudFolder(Source):
+    """Point clouds found recursively under ``root``, sorted by path, each reduced to a fixed point budget.
+
+    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, or that holds no
+    finite point, raises `tasks.SkipItem` (the data module counts it and logs it once).
+
+    Args:
+        root: Directory searched recursively.
+        extensions: File suffixes to include, matched case-insensitively.
+        voxel_size: Voxel downsampling before sampling, in the file's units; None skips it.
+        num_points: Points per item. Clouds with fewer points repeat randomly drawn points to fill the budget.
+        sampling: ``"fps"`` (farthest-point sampling: even coverage, keeps extremes) or ``"random"``.
+        normalize: Centre on the centroid and scale into the unit sphere.
+        seed: Selects the random start point (fps) or subset (random) of each item.
+    """
+
+    modality = "point_cloud"
+
+    def __init__(
+        self,
+        root: str,
+        extensions: tuple[str, ...] = (".ply", ".pcd", ".xyz", ".pts"),
+        voxel_size: float | None = None,
+        num_points: int = 1024,
+        sampling: Literal["fps", "random"] = "fps",
+        normalize: bool = True,
+        seed: int = 0,
+    ):
+        if voxel_size is not None and not voxel_size > 0:
+            raise ValueError(f"voxel_size must be > 0 or None, got {voxel_size}")
+        if num_points < 1:
+            raise ValueError(f"num_points must be >= 1, got {num_points}")
+        if sampling not in ("fps", "random"):
+            raise ValueError(f"sampling must be 'fps' or 'random', got {sampling!r}")
+        self.root, self.extensions, self.paths = find_files(root, extensions, "PointCloudFolder")
+        self.voxel_size, self.num_points, self.sampling = voxel_size, num_points, sampling
+        self.normalize, self.seed = normalize, seed
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> PointCloud:
+        path = self.paths[index]
+        try:
+            points = self._read(path)
+        except Exception as err:  # open3d raises RuntimeError, numpy ValueError...: all mean skip
+            raise SkipItem(f"{path}: {type(err).__name__}: {err}") from err
+        points = sample_points(points, self.num_points, self.sampling, np.random.default_rng([self.seed, index]))
+        return PointCloud(normalize(points) if self.normalize else points, name=path)
+
+    def describe(self, index: int) -> str:
+        return self.paths[index]
+
+    def _read(self, path: str) -> np.ndarray:
+        """``[P, 3]`` or ``[P, 6]`` (with colours) float32 points of a file, finite points only."""
+        import open3d as o3d
+
+        cloud = o3d.io.read_point_cloud(path)
+        if self.voxel_size is not None:
+            cloud = cloud.voxel_down_sample(self.voxel_size)
+        xyz = np.asarray(cloud.points, dtype=np.float32)
+        points = np.concatenate([xyz, np.asarray(cloud.colors, np.float32)], 1) if cloud.has_colors() else xyz
+        points = points[np.isfinite(points).all(1)]
+        if not len(points):
+            raise ValueError("no readable finite points (open3d reads a corrupt file as an empty cloud)")
+        return points
+
+
+def sample_points(points: np.ndarray, k: int, sampling: str, rng: np.random.Generator) -> np.ndarray:
+    """Exactly ``k`` rows of ``points``: farthest-point or random sampling, or all rows plus randomly repeated
+    ones when there are fewer than ``k``."""
+    if len(points) <= k:
+        extra = rng.choice(len(points), k - len(points))
+        return np.concatenate([points, points[extra]])
+    if sampling == "fps":
+        return points[farthest_point_sample(points[:, :3], k, start=int(rng.integers(len(points))))]
+    return points[np.sort(rng.choice(len(points), k, replace=False))]
