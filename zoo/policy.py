@@ -311,6 +311,9 @@ class PolicyModule(LightningModule, ABC):
     def save_pretrained(self, path: str) -> None:
         """Export model and processor (with its chat template) as a Hugging Face directory loadable with
         ``from_pretrained``; LoRA adapters are merged into a copy of the weights."""
-        model = self.model if self.lora is None else merge_adapters(copy.deepcopy(self.model))
-        model.save_pretrained(path)
+        self.merged_model().save_pretrained(path)
         self.processor.save_pretrained(path)
+
+    def merged_model(self) -> nn.Module:
+        """The model to export: itself, or with LoRA a copy whose adapters are merged into the weights."""
+        return self.model if self.lora is None else merge_adapters(copy.deepcopy(self.model))

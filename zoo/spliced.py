@@ -186,10 +186,10 @@ class SplicedPolicy(PolicyModule):
     def save_pretrained(self, path: str) -> None:
         """The LM and tokenizer as a Hugging Face directory (loadable as a plain causal LM too), plus the
         encoder and projector weights and settings: ``pretrained=<path>`` restores the whole policy."""
-        self.model.lm.save_pretrained(path)
+        model = self.merged_model()
+        model.lm.save_pretrained(path)
         self.processor.save_pretrained(path)
-        config = {"class": type(self).__name__, "placeholder": self.placeholder,
-                  "encoder": self.model.encoder.config}
+        config = {"class": type(self).__name__, "placeholder": self.placeholder, "encoder": model.encoder.config}
         Path(path, CONFIG).write_text(json.dumps(config, indent=2))
-        torch.save({"encoder": self.model.encoder.state_dict(), "projector": self.model.projector.state_dict()},
+        torch.save({"encoder": model.encoder.state_dict(), "projector": model.projector.state_dict()},
                    Path(path, WEIGHTS))

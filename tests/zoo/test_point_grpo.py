@@ -129,3 +129,25 @@ def test_encoder_lm_builds_any_timm_backbone_for_the_image_size(backbone, tokens
     batch = policy.encode([example])
     assert batch.tensors["pixel_values"].shape == (1, 3, 64, 64)
     assert int((batch.tensors["input_ids"] == policy.model.placeholder_id).sum()) == tokens
+
+
+def test_a_lora_point_lm_exports_merged_weights_that_reload_with_the_same_logits(tmp_path):
+    torch.manual_seed(0)
+    policy = PointLMPolicy("tiny:qwen2", num_tokens=6, group_size=5, width=32,
+                           lora={"rank": 4, "groups": ["llm", "encoder"]})
+    policy.configure_model()
+    with torch.no_grad():  # adapters start as a no-op: move them so the merge has something to carry
+        for name, param in policy.named_parameters():
+            if "lora_" in name:
+                param.add_(0.05 * torch.randn_like(param))
+    policy.save_pretrained(str(tmp_path))
+    reloaded = PointLMPolicy(str(tmp_path))
+    reloaded.configure_model()
+    assert not [n for n in reloaded.state_dict() if "lora_" in n]
+    batch = policy.encode([PointCloudRotation().make_example(make_item("point_cloud", i), random.Random(i))
+                           for i in range(2)]).tensors
+    policy.model.eval()
+    reloaded.model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded.model(**batch).logits, policy.model(**batch).logits, atol=1e-5,
+                                   rtol=1e-5)

@@ -94,14 +94,23 @@ def test_sample_shapes(policy):
             assert row[mask][-1].item() in policy.eos_ids
 
 
+def media_token_ids(policy) -> set[int]:
+    """The placeholder ids media features replace: a spliced policy's own token, else the HF config's."""
+    if hasattr(policy.model, "placeholder_id"):
+        return {policy.model.placeholder_id}
+    config = policy.model.config
+    media = {getattr(config, key) for key in ("image_token_id", "video_token_id", "audio_token_id")
+             if hasattr(config, key)}
+    assert media, f"{type(policy).__name__}: no media token id found"
+    return media
+
+
 def test_completions_never_contain_banned_tokens(policy):
     torch.manual_seed(1)
     rollout = policy.sample(examples_for(policy), 8, max_new_tokens=12, temperature=1.5)
     used = set(rollout.completion_ids[rollout.completion_mask].tolist())
     assert not used & set(policy.banned_ids)
-    config = policy.model.config
-    media = {getattr(config, key) for key in ("image_token_id", "video_token_id") if hasattr(config, key)}
-    assert media and media <= set(policy.banned_ids)
+    assert media_token_ids(policy) <= set(policy.banned_ids)
     assert not set(policy.eos_ids) & set(policy.banned_ids)
 
 
