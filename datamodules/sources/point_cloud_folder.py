@@ -8,14 +8,16 @@ import numpy as np
 
 from datamodules.sources.base import Source, find_files
 from tasks import SkipItem
+from tasks.extras import require
 from tasks.pointcloud.common import PointCloud, farthest_point_sample, normalize
 
 
 class PointCloudFolder(Source):
     """Point clouds found recursively under ``root``, sorted by path, each reduced to a fixed point budget.
 
-    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, or that holds no
-    finite point, raises `tasks.SkipItem` (the data module counts it and logs it once).
+    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, a binary .ply / .pcd
+    shorter than its header promises (open3d would pad it silently), or a file that holds no finite point,
+    raises `tasks.SkipItem` (the data module counts it and logs it once).
 
     Args:
         root: Directory searched recursively.
@@ -66,8 +68,8 @@ class PointCloudFolder(Source):
 
     def _read(self, path: str) -> np.ndarray:
         """``[P, 3]`` or ``[P, 6]`` (with colours) float32 points of a file, finite points only."""
-        import open3d as o3d
-
+        o3d = require("open3d", "3d", "PointCloudFolder reads point clouds with open3d")
+        check_complete(path)
         cloud = o3d.io.read_point_cloud(path)
         if self.voxel_size is not None:
             cloud = cloud.voxel_down_sample(self.voxel_size)
@@ -88,3 +90,50 @@ def sample_points(points: np.ndarray, k: int, sampling: str, rng: np.random.Gene
     if sampling == "fps":
         return points[farthest_point_sample(points[:, :3], k, start=int(rng.integers(len(points))))]
     return points[np.sort(rng.choice(len(points), k, replace=False))]
+
+
+PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2, "uint16": 2,
+             "int": 4, "uint": 4, "float": 4, "int32": 4, "uint32": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def check_complete(path: str) -> None:
+    """Raise ValueError when a binary .ply or .pcd holds fewer point bytes than its header declares: open3d
+    reads such a truncated file without an error, filling the missing points."""
+    suffix = path.rsplit(".", 1)[-1].lower()
+    if suffix not in ("ply", "pcd"):
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    end = data.find(b"end_header\n") + len(b"end_header\n") if suffix == "ply" else data.find(b"\nDATA ")
+    if end < len(b"end_header\n"):
+        return  # no header to check against: open3d decides
+    header = data[:end].decode("latin-1").split("\n")
+    expected = _ply_bytes(header) if suffix == "ply" else _pcd_bytes(header)
+    body = len(data) - (end if suffix == "ply" else data.index(b"\n", end + 1) + 1)
+    if expected is not None and body < expected:
+        raise ValueError(f"truncated: {body} bytes of points where the header declares {expected}")
+
+
+def _ply_bytes(header: list[str]) -> int | None:
+    """Bytes of the vertex element of a binary PLY whose first element is the vertices (None otherwise)."""
+    if not any(line.startswith("format binary") for line in header):
+        return None
+    count, stride, elements = 0, 0, 0
+    for words in (line.split() for line in header):
+        if words[:1] == ["element"]:
+            elements += 1
+            count = int(words[2]) if elements == 1 and words[1] == "vertex" else count
+        elif words[:1] == ["property"] and elements == 1:
+            if words[1] == "list" or words[1] not in PLY_SIZES:
+                return None
+            stride += PLY_SIZES[words[1]]
+    return count * stride or None
+
+
+def _pcd_bytes(header: list[str]) -> int | None:
+    """Bytes of the points of an uncompressed binary PCD (None otherwise)."""
+    fields = {words[0]: words[1:] for words in (line.split() for line in header) if words}
+    if fields.get("DATA") != ["binary"] or "POINTS" not in fields or "SIZE" not in fields:
+        return None
+    counts = [int(c) for c in fields.get("COUNT", ["1"] * len(fields["SIZE"]))]
+    return int(fields["POINTS"][0]) * sum(int(s) * c for s, c in zip(fields["SIZE"], counts, strict=True))

@@ -8,7 +8,7 @@ import pytest
 
 from datamodules import PointCloudFolder, PretextDataModule, SyntheticPointClouds
 from datamodules.sources.point_cloud_folder import sample_points
-from tasks import PointCloudRotation
+from tasks import PointCloudRotation, SkipItem
 
 o3d = pytest.importorskip("open3d", exc_type=ImportError)  # open3d needs the system libusb-1.0
 
@@ -105,3 +105,16 @@ def test_synthetic_objects_are_deterministic_upright_and_coloured():
         assert np.abs(xyz[low, :2]).max() >= np.abs(xyz[~low, :2]).max()
     with pytest.raises(IndexError):
         source[20]
+
+
+@pytest.mark.parametrize("suffix", ["ply", "pcd"])
+def test_a_truncated_binary_file_is_skipped_not_padded(tmp_path, suffix):
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.random.default_rng(0).random((300, 3))))
+    whole = tmp_path / f"whole.{suffix}"
+    o3d.io.write_point_cloud(str(whole), cloud)  # binary by default
+    data = whole.read_bytes()
+    (tmp_path / f"cut.{suffix}").write_bytes(data[:len(data) - 200])
+    folder = PointCloudFolder(str(tmp_path), num_points=64)
+    assert len(folder[folder.paths.index(str(whole))].points) == 64
+    with pytest.raises(SkipItem, match="truncated"):
+        folder[folder.paths.index(str(tmp_path / f"cut.{suffix}"))]
