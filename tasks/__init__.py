@@ -1,6 +1,7 @@
 """Self-supervised pretext tasks: example generators plus verifiers, usable without Lightning."""
 
 from tasks import answers
+from tasks.audio import *  # noqa: F403
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.image import *  # noqa: F403  (short class names on the command line)
 from tasks.video import *  # noqa: F403

@@ -3,7 +3,9 @@
 from zoo.batch import MediaSpec, PromptBatch
 from zoo.grpo import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy, Rollout
 from zoo.policy import PolicyModule
+from zoo.qwen_audio import QwenAudioPolicy
+from zoo.qwen_omni import QwenOmniPolicy
 from zoo.qwen_vl import QwenVLPolicy
 
 __all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "MediaSpec", "PolicyModule",
-           "PromptBatch", "QwenVLPolicy", "Rollout"]
+           "PromptBatch", "QwenAudioPolicy", "QwenOmniPolicy", "QwenVLPolicy", "Rollout"]

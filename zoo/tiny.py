@@ -55,8 +55,11 @@ positions. Count the shapes: circles, squares, triangles.
 BPE_VOCAB = 500
 
 
-def build_tokenizer():
-    """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens."""
+def build_tokenizer(named_tokens: dict[str, str] | None = None):
+    """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens.
+
+    ``named_tokens`` adds further special tokens after those, each also set as a tokenizer attribute (e.g.
+    ``{"audio_token": "<|AUDIO|>"}``); without it the tokenizer of the vision families is unchanged."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -67,9 +70,11 @@ def build_tokenizer():
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator([CORPUS] * 10, trainer)
     model = json.loads(bpe.to_str())["model"]
+    named = {"extra_special_tokens": named_tokens} if named_tokens else {}
     tok = Qwen2Tokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
-                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>")
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS],
+                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>", **named)
+    extra = tuple(dict.fromkeys((named_tokens or {}).values()))
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS + extra],
                    special_tokens=True)
     tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -136,18 +141,82 @@ def _qwen3_vl(tok):
                                     chat_template=CHAT_TEMPLATE)
 
 
-FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl}
+AUDIO_TOKENS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
+OMNI_TOKENS = AUDIO_TOKENS | {"image_token": "<|IMAGE|>", "video_token": "<|VIDEO|>",
+                              "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>"}
+AUDIO_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(  # Qwen2-Audio numbers the clips of a conversation
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'audio' %}{% set ns.audios = ns.audios + 1 %}"
+    "Audio {{ ns.audios }}: <|audio_bos|><|AUDIO|><|audio_eos|>\n").replace(
+    "{%- for m in messages -%}", "{%- set ns = namespace(audios=0) -%}{%- for m in messages -%}")
+OMNI_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
+    "{%- elif c.type == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>"
+    "{%- elif c.type == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>")
+# Qwen2-Audio's encoder always sees 30 s of padded mel frames (1500 positions): keep it very small
+AUDIO_ENCODER = dict(num_mel_bins=128, max_source_positions=1500, d_model=32, encoder_layers=1,
+                     encoder_attention_heads=2, encoder_ffn_dim=64)
+
+
+def _whisper_features():
+    from transformers import WhisperFeatureExtractor
+
+    return WhisperFeatureExtractor(feature_size=128, sampling_rate=16000)
+
+
+def _qwen2_audio(tok):
+    from transformers import Qwen2AudioConfig, Qwen2AudioProcessor
+
+    text = _text_config(tok, model_type="qwen2") | {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    config = Qwen2AudioConfig(audio_config=dict(AUDIO_ENCODER, model_type="qwen2_audio_encoder"), text_config=text,
+                              audio_token_id=tok.convert_tokens_to_ids("<|AUDIO|>"))
+    return config, Qwen2AudioProcessor(feature_extractor=_whisper_features(), tokenizer=tok,
+                                       chat_template=AUDIO_CHAT_TEMPLATE)
+
+
+def _qwen2_5_omni(tok):
+    from transformers import (
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerConfig,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    ids = tok.convert_tokens_to_ids
+    config = Qwen2_5OmniThinkerConfig(
+        audio_config=dict(AUDIO_ENCODER, n_window=50, output_dim=TEXT["hidden_size"]),
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4,
+                           out_hidden_size=TEXT["hidden_size"], fullatt_block_indexes=[1], window_size=112,
+                           patch_size=14),
+        text_config=_text_config(tok),
+        audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
+        audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
+        vision_start_token_id=ids("<|vision_bos|>"), vision_end_token_id=ids("<|vision_eos|>"),
+        user_token_id=tok.encode("user")[0])
+    image = Qwen2VLImageProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    video = Qwen2VLVideoProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    return config, Qwen2_5OmniProcessor(image_processor=image, video_processor=video,
+                                        feature_extractor=_whisper_features(), tokenizer=tok,
+                                        chat_template=OMNI_CHAT_TEMPLATE)
+
+
+FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl,
+            "qwen2_audio": _qwen2_audio, "qwen2_5_omni": _qwen2_5_omni}
+NAMED_TOKENS = {"qwen2_audio": AUDIO_TOKENS, "qwen2_5_omni": OMNI_TOKENS}
 
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
-    from transformers import AutoModelForImageTextToText
+    from transformers import AutoModelForMultimodalLM
 
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(FAMILIES)}")
-    config, processor = FAMILIES[family](build_tokenizer())
+    config, processor = FAMILIES[family](build_tokenizer(NAMED_TOKENS.get(family)))
     torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config)
+    model = AutoModelForMultimodalLM.from_config(config)  # image-text-to-text models and the audio ones
     model.generation_config.eos_token_id = config.text_config.eos_token_id
     model.generation_config.pad_token_id = config.text_config.pad_token_id
     out = Path(out_dir)

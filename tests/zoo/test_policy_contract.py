@@ -7,6 +7,7 @@ import torch
 
 import zoo
 from tasks import Example, Rotation
+from tasks.audio.common import resample
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
 from zoo.grpo.rollout import SeededSampling, example_row_seeds
@@ -52,8 +53,29 @@ def video_examples() -> list[Example]:
             Example([{"role": "user", "content": [image, short, {"type": "text", "text": "Same?"}]}], "no", "iv")]
 
 
+def audio_examples() -> list[Example]:
+    """Two clips at 16 kHz and 22.05 kHz in one prompt, one clip alone, and an image with a clip (Omni)."""
+    clip = make_item("audio", 5)
+    wave, rate = clip.waveform, clip.sampling_rate
+    first = {"type": "audio", "audio": wave[:rate], "sampling_rate": rate}
+    other = {"type": "audio", "audio": resample(wave[rate // 2:], rate, 22050), "sampling_rate": 22050}
+    return [Example([{"role": "user", "content": [first, other, {"type": "text", "text": "Same?"}]}], "no", "aa"),
+            Example([{"role": "user", "content": [first, {"type": "text", "text": "Loud?"}]}], "yes", "a")]
+
+
+def audio_image_examples() -> list[Example]:
+    clip = make_item("audio", 6)
+    audio = {"type": "audio", "audio": clip.waveform, "sampling_rate": clip.sampling_rate}
+    image = {"type": "image", "image": make_item("image", 7).resize((56, 84))}
+    return [Example([{"role": "user", "content": [audio, image, {"type": "text", "text": "Match?"}]}], "no", "ai")]
+
+
 def examples_for(policy) -> list[Example]:
     examples = []
+    if policy.modalities == {"text", "audio"}:
+        examples += audio_examples() + [Example([{"role": "user", "content": "Say hi."}], "hi", "text")]
+    if {"audio", "image"} <= policy.modalities:
+        examples += audio_image_examples() + audio_examples()[1:]
     if "image" in policy.modalities:
         examples += image_examples()
     if "video" in policy.modalities:
@@ -139,10 +161,12 @@ def test_micro_batches_see_the_same_rows(policy):
 
 def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
     cls = type(policy)
-    module = cls(pretrained=policy.pretrained, freeze=["vision"])
+    group, prefix = ("vision", ".visual.") if "image" in policy.modalities else ("audio", ".audio_tower.")
+    module = cls(pretrained=policy.pretrained, freeze=[group])
     module.configure_model()
     frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
-    assert frozen and all(".visual." in n and "merger" not in n for n in frozen)
+    always = {n for n, p in policy.named_parameters() if not p.requires_grad}  # unused by the model itself
+    assert frozen - always and all(prefix in n and "merger" not in n for n in frozen - always)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2,
                                   weight_decay=0.0)
