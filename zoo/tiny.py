@@ -1,4 +1,5 @@
-"""Random-init tiny Qwen-VL models with an offline byte-level tokenizer, saved as ordinary pretrained dirs.
+"""Random-init tiny Qwen-VL, Qwen2-Audio and Qwen2.5-Omni thinker models with an offline byte-level tokenizer,
+saved as ordinary pretrained dirs.
 
 Tests and the quickstart load them through the same ``from_pretrained`` path as real checkpoints: pass
 ``pretrained: tiny:qwen2_5_vl`` (built once into a cache dir) or build one with
@@ -156,15 +157,17 @@ OMNI_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
     "{%- if c.type == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
     "{%- elif c.type == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>"
     "{%- elif c.type == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>")
-# Qwen2-Audio's encoder always sees 30 s of padded mel frames (1500 positions): keep it very small
-AUDIO_ENCODER = dict(num_mel_bins=128, max_source_positions=1500, d_model=32, encoder_layers=1,
-                     encoder_attention_heads=2, encoder_ffn_dim=64)
+# Qwen2-Audio's encoder always sees a whole padded window of mel frames (30 s, 1500 positions, in the real
+# models) for every clip, whatever its length: the tiny models use a 4 s window and a very small encoder
+AUDIO_WINDOW_SECONDS = 4
+AUDIO_ENCODER = dict(num_mel_bins=128, max_source_positions=AUDIO_WINDOW_SECONDS * 50, d_model=32,
+                     encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64)
 
 
 def _whisper_features():
     from transformers import WhisperFeatureExtractor
 
-    return WhisperFeatureExtractor(feature_size=128, sampling_rate=16000)
+    return WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, chunk_length=AUDIO_WINDOW_SECONDS)
 
 
 def _qwen2_audio(tok):
