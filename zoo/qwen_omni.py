@@ -39,15 +39,24 @@ class QwenOmniPolicy(PolicyModule):
         self.max_pixels = max_pixels
 
     def load(self, path: str):
-        from transformers import AutoConfig, AutoProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+        from transformers import (
+            AutoConfig,
+            AutoProcessor,
+            Qwen2_5OmniForConditionalGeneration,
+            Qwen2_5OmniThinkerForConditionalGeneration,
+        )
 
         model_type = AutoConfig.from_pretrained(path).model_type
         if model_type not in ("qwen2_5_omni", "qwen2_5_omni_thinker"):
             raise ValueError(f"{path} is a {model_type!r} model; QwenOmniPolicy supports Qwen2.5-Omni")
         pixels = {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels)) if v}
         processor = AutoProcessor.from_pretrained(path, **pixels)
-        # a full Omni checkpoint keeps the thinker's weights under "thinker."; the class loads just those
-        model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, **self.load_kwargs())
+        if model_type == "qwen2_5_omni":  # a full checkpoint: built without the talker, only the thinker kept
+            full = Qwen2_5OmniForConditionalGeneration.from_pretrained(path, enable_audio_output=False,
+                                                                       **self.load_kwargs())
+            model = full.thinker
+        else:  # a thinker on its own (the tiny model, or one this policy exported)
+            model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, **self.load_kwargs())
         # an embedding no forward pass uses: it would never get a gradient (DDP and optimizers object)
         model.model.audio_tower.audio_bos_eos_token.requires_grad_(False)
         return model, processor
