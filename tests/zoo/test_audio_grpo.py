@@ -89,3 +89,12 @@ def test_a_corrupt_audio_file_is_skipped_and_training_completes(tmp_path, caplog
         trainer = fit(QwenAudioPolicy("tiny:qwen2_audio"), data, steps=3)
     assert trainer.global_step == 3 and data.skipped >= 1
     assert "broken.flac" in caplog.text
+
+
+def test_omni_times_each_video_at_its_own_frame_rate():
+    from tests.zoo.test_policy_contract import video_examples
+
+    policy = QwenOmniPolicy("tiny:qwen2_5_omni")
+    policy.configure_model()
+    batch = policy.encode(video_examples())  # 4 fps and 1 fps clips; 2 frames per temporal grid step
+    torch.testing.assert_close(batch.tensors["video_second_per_grid"], torch.tensor([0.5, 2.0]))
