@@ -54,7 +54,7 @@ def video_examples() -> list[Example]:
 
 
 def audio_examples() -> list[Example]:
-    """Two clips at 16 kHz and 22.05 kHz in one prompt, one clip alone, and an image with a clip (Omni)."""
+    """Two clips at 16 kHz and 22.05 kHz in one prompt, and one clip alone."""
     clip = make_item("audio", 5)
     wave, rate = clip.waveform, clip.sampling_rate
     first = {"type": "audio", "audio": wave[:rate], "sampling_rate": rate}
@@ -64,6 +64,7 @@ def audio_examples() -> list[Example]:
 
 
 def audio_image_examples() -> list[Example]:
+    """A clip and an image in one prompt (Qwen2.5-Omni)."""
     clip = make_item("audio", 6)
     audio = {"type": "audio", "audio": clip.waveform, "sampling_rate": clip.sampling_rate}
     image = {"type": "image", "image": make_item("image", 7).resize((56, 84))}
