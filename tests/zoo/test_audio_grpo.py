@@ -98,3 +98,12 @@ def test_omni_times_each_video_at_its_own_frame_rate():
     policy.configure_model()
     batch = policy.encode(video_examples())  # 4 fps and 1 fps clips; 2 frames per temporal grid step
     torch.testing.assert_close(batch.tensors["video_second_per_grid"], torch.tensor([0.5, 2.0]))
+
+
+@pytest.mark.parametrize("cls, checkpoint", [(QwenAudioPolicy, "tiny:qwen2_audio"),
+                                             (QwenOmniPolicy, "tiny:qwen2_5_omni")])
+def test_audio_placeholders_can_never_be_sampled(cls, checkpoint):
+    policy = cls(checkpoint)
+    policy.configure_model()
+    ids = policy.tokenizer.convert_tokens_to_ids(["<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"])
+    assert set(ids) <= set(policy.banned_ids) and policy.tokenizer.unk_token_id not in ids
