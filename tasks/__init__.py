@@ -1,6 +1,7 @@
 """Self-supervised pretext tasks: example generators plus verifiers, usable without Lightning."""
 
 from tasks import answers
+from tasks.audio import *  # noqa: F403
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.depth import *  # noqa: F403
 from tasks.depth.common import RGBD

@@ -11,6 +11,7 @@ label of the shown piece that belongs there. `restore` inverts it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import TypeVar
@@ -23,6 +24,7 @@ _THINK = r"\s*<think>(?P<think>.*?)</think>"
 _TAGS = re.compile(r"(?:" + _THINK + r")?\s*<answer>(?P<answer>.*?)</answer>\s*", re.DOTALL)
 _TAG = re.compile(r"</?(?:think|answer)>")
 _BOXED = r"\\boxed\{"
+_INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*")
 
 
 def instruction(answer_format: str, think: bool) -> str:
@@ -167,3 +169,26 @@ def graded_permutation(pred: Sequence[int], truth: Sequence[int], reward: str, p
     scores = permutation_scores(pred, truth)
     accuracy = scores[reward] if scores["exact"] else partial_credit * scores[reward]
     return {"accuracy": accuracy, **scores}
+
+
+def parse_interval(answer: str) -> tuple[float, float] | None:
+    """A time interval written ``start-end`` in seconds (``3.5-6.0``); anything else is None."""
+    match = _INTERVAL.fullmatch(answer)
+    if not match:
+        return None
+    pred = float(match[1]), float(match[2])
+    if not all(map(math.isfinite, pred)):  # hundreds of digits overflow to inf; inf - inf is NaN
+        return None
+    return pred
+
+
+def temporal_iou(pred: tuple[float, float], truth: tuple[float, float]) -> float:
+    """Intersection over union of two ``(start, end)`` intervals; 0 when ``pred`` ends before it starts."""
+    (start, end), (true_start, true_end) = pred, truth
+    if start > end:
+        return 0.0
+    inter = max(0.0, min(end, true_end) - max(start, true_start))
+    union = (end - start) + (true_end - true_start) - inter
+    if union <= 0:  # both intervals empty: right only at the same instant
+        return float(start == true_start)
+    return inter / union

@@ -63,6 +63,20 @@ def make_item(modality: str, seed: int = 0):
 
         # an upright stack of coloured primitives, 256 points [256, 6]
         return PointCloud(points=make_object(rng, 256), name=f"sample-cloud-{seed}")
+    if modality == "audio":
+        from tasks import Audio
+
+        # 2 s at 16 kHz: a rising chirp under decaying clicks every 0.25 s, plus a little noise
+        sr = 16000
+        t = np.arange(2 * sr) / sr
+        wave = 0.4 * np.sin(2 * np.pi * (200 * t + 150 * t**2)) + 0.4 * np.exp(-30 * (t % 0.25))
+        wave = wave + 0.01 * rng.standard_normal(len(t))
+        return Audio(waveform=wave.astype(np.float32), sampling_rate=sr, name=f"sample-audio-{seed}")
+    if modality == "audio_qa":
+        from tasks import AudioQA
+
+        return AudioQA(make_item("audio", seed), "What do you hear?", ["a chirp", "a dog", "speech", "rain"],
+                       "a chirp")
     raise NotImplementedError(f"no sample item for modality {modality!r}")
 
 

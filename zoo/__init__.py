@@ -6,7 +6,10 @@ from zoo.grpo import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy,
 from zoo.hf_vlm import HFVLMPolicy
 from zoo.point_lm import PointLMPolicy
 from zoo.policy import PolicyModule
+from zoo.qwen_audio import QwenAudioPolicy
+from zoo.qwen_omni import QwenOmniPolicy
 from zoo.qwen_vl import QwenVLPolicy
 
 __all__ = ["EncoderLMPolicy", "GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "HFVLMPolicy",
-           "MediaSpec", "PointLMPolicy", "PolicyModule", "PromptBatch", "QwenVLPolicy", "Rollout"]
+           "MediaSpec", "PointLMPolicy", "PolicyModule", "PromptBatch", "QwenAudioPolicy", "QwenOmniPolicy",
+           "QwenVLPolicy", "Rollout"]

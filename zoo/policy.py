@@ -256,7 +256,8 @@ class PolicyModule(LightningModule, ABC):
         inputs = rollout.model_inputs(rows)
         length = rollout.completion_ids.shape[1]
         out = (model or self.model)(**inputs, logits_to_keep=length + 1, use_cache=False)
-        logits = out.logits[:, :-1].float() / rollout.temperature  # [n, L, V]
+        # the last L + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
+        logits = out.logits[:, -(length + 1):-1].float() / rollout.temperature  # [n, L, V]
         logits = logits.masked_fill(self.banned_mask, torch.finfo(logits.dtype).min)
         log_z = logits.logsumexp(dim=-1)  # [n, L]
         ids = rollout.completion_ids[rows]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
+from zoo.media import check_placeholders, media_parts, video_input
 from zoo.policy import PolicyModule
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -15,21 +15,6 @@ MEDIA = {
                        grid="video_grid_thw"),
 }
 PLACEHOLDERS = {"image": ("<|image_pad|>", "image_grid_thw"), "video": ("<|video_pad|>", "video_grid_thw")}
-
-
-def media_parts(example, kind: str) -> list[dict]:
-    """The content parts of one kind in an example's messages, in order."""
-    return [part for message in example.messages if not isinstance(message["content"], str)
-            for part in message["content"] if part["type"] == kind]
-
-
-def video_input(part: dict) -> tuple[np.ndarray, dict]:
-    """Frames ``[T, H, W, 3]`` of a video part and the metadata the processors need (no resampling: the
-    source already sampled the frames, at ``part["fps"]`` frames per second)."""
-    frames = part["video"]
-    frames = np.stack([np.asarray(f.convert("RGB")) for f in frames]) if isinstance(frames, list) else frames
-    metadata = {"fps": float(part["fps"]), "total_num_frames": len(frames), "frames_indices": list(range(len(frames)))}
-    return frames, metadata
 
 
 class QwenVLPolicy(PolicyModule):
@@ -82,15 +67,12 @@ class QwenVLPolicy(PolicyModule):
         return PromptBatch(tensors=tensors, items={k: [len(p) for p in v] for k, v in parts.items()}, specs=MEDIA)
 
     def _check_placeholders(self, tensors: dict) -> None:
-        """Each media item must have exactly its number of placeholder tokens in the prompt (a template
-        that drops them, or truncation, would otherwise fail deep inside the model)."""
         merge = self.model.config.vision_config.spatial_merge_size ** 2
         for kind, (token, grid) in PLACEHOLDERS.items():
             expected = int(tensors[grid].prod(-1).sum()) // merge if grid in tensors else 0
-            found = int((tensors["input_ids"] == self.tokenizer.convert_tokens_to_ids(token)).sum())
-            if found != expected:
-                raise ValueError(f"the prompts hold {found} {token} tokens but the {kind} inputs need {expected}: "
-                                 "does the chat template keep every media part, and is nothing truncated?")
+            check_placeholders(tensors["input_ids"], self.tokenizer.convert_tokens_to_ids(token), token, kind,
+                               expected)
+
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         """``vision`` (the vision tower without its mergers), ``aligner`` (the mergers), ``llm``."""

@@ -1,5 +1,5 @@
-"""Random-init tiny VLMs (Qwen-VL, Idefics3 / SmolVLM, Gemma 3, LLaVA-OneVision) with an offline byte-level
-tokenizer, saved as ordinary pretrained dirs.
+"""Random-init tiny models with an offline byte-level tokenizer, saved as ordinary pretrained dirs: Qwen-VL,
+Idefics3 / SmolVLM, Gemma 3, LLaVA-OneVision, Qwen2-Audio, the Qwen2.5-Omni thinker and a text-only Qwen2.
 
 Tests and the quickstart load them through the same ``from_pretrained`` path as real checkpoints: pass
 ``pretrained: tiny:qwen2_5_vl`` (built once into a cache dir) or build one with
@@ -58,7 +58,9 @@ BPE_VOCAB = 500
 
 def build_tokenizer(extra_tokens: tuple[str, ...] = (), named_tokens: dict[str, str] | None = None):
     """A byte-level BPE tokenizer (deterministic, trained on `CORPUS`) plus the Qwen-VL special tokens, then
-    ``extra_tokens`` (another family's specials) and ``named_tokens`` (e.g. Gemma 3's ``boi_token``)."""
+    ``extra_tokens`` (another family's specials) and ``named_tokens`` (special tokens also set as tokenizer
+    attributes, e.g. Gemma 3's ``boi_token`` or ``{"audio_token": "<|AUDIO|>"}``); with neither, the
+    tokenizer of the Qwen-VL families is unchanged."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -69,10 +71,11 @@ def build_tokenizer(extra_tokens: tuple[str, ...] = (), named_tokens: dict[str, 
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator([CORPUS] * 10, trainer)
     model = json.loads(bpe.to_str())["model"]
+    named = {"extra_special_tokens": named_tokens} if named_tokens else {}
     tok = Qwen2Tokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
-                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>",
-                         **({"extra_special_tokens": named_tokens} if named_tokens else {}))
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in (*SPECIAL_TOKENS, *extra_tokens)],
+                         eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>", **named)
+    extra = tuple(dict.fromkeys((*extra_tokens, *(named_tokens or {}).values())))
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS + extra],
                    special_tokens=True)
     tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -137,6 +140,71 @@ def _qwen3_vl(tok):
                                   size={"shortest_edge": 64 * 64, "longest_edge": 16 * 256 * 256})
     return config, Qwen3VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
                                     chat_template=CHAT_TEMPLATE)
+
+
+AUDIO_TOKENS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
+OMNI_TOKENS = AUDIO_TOKENS | {"image_token": "<|IMAGE|>", "video_token": "<|VIDEO|>",
+                              "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>"}
+AUDIO_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(  # Qwen2-Audio numbers the clips of a conversation
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'audio' %}{% set ns.audios = ns.audios + 1 %}"
+    "Audio {{ ns.audios }}: <|audio_bos|><|AUDIO|><|audio_eos|>\n").replace(
+    "{%- for m in messages -%}", "{%- set ns = namespace(audios=0) -%}{%- for m in messages -%}")
+OMNI_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
+    "{%- elif c.type == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>"
+    "{%- elif c.type == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>")
+# Qwen2-Audio's encoder always sees a whole padded window of mel frames (30 s, 1500 positions, in the real
+# models) for every clip, whatever its length: the tiny models use a 4 s window and a very small encoder
+AUDIO_WINDOW_SECONDS = 4
+AUDIO_ENCODER = dict(num_mel_bins=128, max_source_positions=AUDIO_WINDOW_SECONDS * 50, d_model=32,
+                     encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64)
+
+
+def _whisper_features():
+    from transformers import WhisperFeatureExtractor
+
+    return WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, chunk_length=AUDIO_WINDOW_SECONDS)
+
+
+def _qwen2_audio(tok):
+    from transformers import Qwen2AudioConfig, Qwen2AudioProcessor
+
+    text = _text_config(tok, model_type="qwen2") | {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    config = Qwen2AudioConfig(audio_config=dict(AUDIO_ENCODER, model_type="qwen2_audio_encoder"), text_config=text,
+                              audio_token_id=tok.convert_tokens_to_ids("<|AUDIO|>"))
+    return config, Qwen2AudioProcessor(feature_extractor=_whisper_features(), tokenizer=tok,
+                                       chat_template=AUDIO_CHAT_TEMPLATE)
+
+
+def _qwen2_5_omni(tok):
+    from transformers import (
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerConfig,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    ids = tok.convert_tokens_to_ids
+    config = Qwen2_5OmniThinkerConfig(
+        audio_config=dict(AUDIO_ENCODER, n_window=50, output_dim=TEXT["hidden_size"]),
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4,
+                           out_hidden_size=TEXT["hidden_size"], fullatt_block_indexes=[1], window_size=112,
+                           patch_size=14),
+        text_config=_text_config(tok),
+        audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
+        audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
+        vision_start_token_id=ids("<|vision_bos|>"), vision_end_token_id=ids("<|vision_eos|>"),
+        user_token_id=tok.encode("user")[0])
+    image = Qwen2VLImageProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    video = Qwen2VLVideoProcessor(patch_size=14, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
+    return config, Qwen2_5OmniProcessor(image_processor=image, video_processor=video,
+                                        feature_extractor=_whisper_features(), tokenizer=tok,
+                                        chat_template=OMNI_CHAT_TEMPLATE)
+
 
 
 def _qwen2(tok):
@@ -231,7 +299,9 @@ def _llava_onevision(_):
 
 
 FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "idefics3": _idefics3,
-            "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2}
+            "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2,
+            "qwen2_audio": _qwen2_audio, "qwen2_5_omni": _qwen2_5_omni}
+NAMED_TOKENS = {"qwen2_audio": AUDIO_TOKENS, "qwen2_5_omni": OMNI_TOKENS}
 
 
 def _gemma3_init(model) -> None:
@@ -244,13 +314,14 @@ INIT = {"gemma3": _gemma3_init}  # families whose random init needs a fix-up aft
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers import AutoModelForCausalLM, AutoModelForMultimodalLM
 
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(FAMILIES)}")
-    config, processor = FAMILIES[family](build_tokenizer())
+    config, processor = FAMILIES[family](build_tokenizer(named_tokens=NAMED_TOKENS.get(family)))
     torch.manual_seed(seed)
-    auto = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+    # multimodal models (image-text-to-text and the audio ones) or a plain causal LM
+    auto = AutoModelForCausalLM if config.get_text_config() is config else AutoModelForMultimodalLM
     model = auto.from_config(config)
     if family in INIT:
         INIT[family](model)

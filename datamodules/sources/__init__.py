@@ -1,5 +1,7 @@
 """Raw-media sources: indexable collections of items of one modality that pretext tasks turn into examples."""
 
+from datamodules.sources.audio_folder import AudioFolder
+from datamodules.sources.audio_qa import AudioQAJsonl
 from datamodules.sources.base import Source
 from datamodules.sources.frame_pairs import FramePairs
 from datamodules.sources.gui_trajectories import GUITrajectories
@@ -7,6 +9,7 @@ from datamodules.sources.image_folder import ImageFolder
 from datamodules.sources.point_cloud_folder import PointCloudFolder
 from datamodules.sources.rgbd_folder import RGBDFolder
 from datamodules.sources.synthetic import SyntheticScenes
+from datamodules.sources.synthetic_audio import SyntheticAudio
 from datamodules.sources.synthetic_grid import SyntheticGridWorld
 from datamodules.sources.synthetic_gui import SyntheticGUI
 from datamodules.sources.synthetic_points import SyntheticPointClouds
@@ -14,6 +17,7 @@ from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["FramePairs", "GUITrajectories", "ImageFolder", "PointCloudFolder", "RGBDFolder", "Source",
-           "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds", "SyntheticRGBD", "SyntheticScenes",
+__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "ImageFolder", "PointCloudFolder",
+           "RGBDFolder", "Source", "SyntheticAudio", "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds",
+           "SyntheticRGBD", "SyntheticScenes",
            "SyntheticVideos", "VideoFolder"]

@@ -6,18 +6,16 @@ start and end in seconds (``3.5-6.0``) and the reward is the temporal IoU.
 
 from __future__ import annotations
 
-import math
 import random
-import re
 from collections.abc import Callable
 
 import numpy as np
 from PIL import Image, ImageFilter
 
+from tasks.answers import parse_interval, temporal_iou
 from tasks.base import Example, Task, Video
 from tasks.video.common import even_frames, video_part
 
-_INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*")
 _MIN_FRAMES = 4  # a 2-frame stretch inside a video twice as long
 
 
@@ -179,22 +177,5 @@ class AnomalyGrounding(Task):
         return f"{start:.1f}-{end:.1f}"
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        match = _INTERVAL.fullmatch(answer)
-        if not match:
-            return None
-        pred = float(match[1]), float(match[2])
-        if not all(map(math.isfinite, pred)):  # hundreds of digits overflow to inf; inf - inf is NaN
-            return None
-        return {"accuracy": temporal_iou(pred, example.answer)}
-
-
-def temporal_iou(pred: tuple[float, float], truth: tuple[float, float]) -> float:
-    """Intersection over union of two ``(start, end)`` intervals; 0 when ``pred`` ends before it starts."""
-    (start, end), (true_start, true_end) = pred, truth
-    if start > end:
-        return 0.0
-    inter = max(0.0, min(end, true_end) - max(start, true_start))
-    union = (end - start) + (true_end - true_start) - inter
-    if union <= 0:  # both intervals empty: right only at the same instant
-        return float(start == true_start)
-    return inter / union
+        pred = parse_interval(answer)
+        return None if pred is None else {"accuracy": temporal_iou(pred, example.answer)}

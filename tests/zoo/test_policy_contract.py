@@ -7,6 +7,7 @@ import torch
 
 import zoo
 from tasks import Example, Rotation
+from tasks.audio.common import resample
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
 from zoo.grpo.rollout import SeededSampling, example_row_seeds
@@ -65,8 +66,30 @@ def point_cloud_examples() -> list[Example]:
     return [one, two, text]
 
 
+def audio_examples() -> list[Example]:
+    """Two clips at 16 kHz and 22.05 kHz in one prompt, and one clip alone."""
+    clip = make_item("audio", 5)
+    wave, rate = clip.waveform, clip.sampling_rate
+    first = {"type": "audio", "audio": wave[:rate], "sampling_rate": rate}
+    other = {"type": "audio", "audio": resample(wave[rate // 2:], rate, 22050), "sampling_rate": 22050}
+    return [Example([{"role": "user", "content": [first, other, {"type": "text", "text": "Same?"}]}], "no", "aa"),
+            Example([{"role": "user", "content": [first, {"type": "text", "text": "Loud?"}]}], "yes", "a")]
+
+
+def audio_image_examples() -> list[Example]:
+    """A clip and an image in one prompt (Qwen2.5-Omni)."""
+    clip = make_item("audio", 6)
+    audio = {"type": "audio", "audio": clip.waveform, "sampling_rate": clip.sampling_rate}
+    image = {"type": "image", "image": make_item("image", 7).resize((56, 84))}
+    return [Example([{"role": "user", "content": [audio, image, {"type": "text", "text": "Match?"}]}], "no", "ai")]
+
+
 def examples_for(policy) -> list[Example]:
     examples = []
+    if policy.modalities == {"text", "audio"}:
+        examples += audio_examples() + [Example([{"role": "user", "content": "Say hi."}], "hi", "text")]
+    if {"audio", "image"} <= policy.modalities:
+        examples += audio_image_examples() + audio_examples()[1:]
     if "image" in policy.modalities:
         examples += image_examples()
     if "video" in policy.modalities:
@@ -164,12 +187,13 @@ def test_micro_batches_see_the_same_rows(policy):
 
 def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
     cls = type(policy)
-    group = next(iter(policy.module_groups()))  # the encoder group: "vision" for Qwen-VL
+    group = next(iter(policy.module_groups()))  # the encoder group: "vision" for Qwen-VL, "audio" for Qwen2-Audio
     module = cls(pretrained=policy.pretrained, freeze=[group])
     module.configure_model()
-    frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
+    always = {n for n, p in policy.named_parameters() if not p.requires_grad}  # frozen by the model itself
+    frozen = {n for n, p in module.named_parameters() if not p.requires_grad} - always
     in_group = {id(p) for m in module.module_groups()[group] for p in m.parameters()}
-    assert frozen and frozen == {n for n, p in module.named_parameters() if id(p) in in_group}
+    assert frozen and frozen == {n for n, p in module.named_parameters() if id(p) in in_group} - always
     if isinstance(module, zoo.QwenVLPolicy):
         assert all(".visual." in n and "merger" not in n for n in frozen)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
