@@ -16,4 +16,4 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as err:
         raise ImportError(f'{purpose}: pip install "zoo[{extra}]" (or pip install -e ".[{extra}]" in a '
-                          f"checkout)") from err
+                          f"checkout); import failed with: {err}") from err

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.sources import SyntheticVideos
+from datamodules.sources import AudioFolder, PointCloudFolder, SyntheticRGBD, SyntheticVideos
 from datamodules.sources.video_folder import decode
+from zoo import QwenVLPolicy
 
 ROOT = Path(__file__).parents[1]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
@@ -28,12 +29,17 @@ def test_cli_configuration_errors(tmp_path, args, fix):
     assert not list(tmp_path.glob("runs/**/checkpoints/*.ckpt"))
 
 
-@pytest.mark.parametrize("module, use", [
-    ("decord", lambda tmp: decode(str(tmp / "clip.mp4"))),
-    ("av", lambda tmp: SyntheticVideos(size=1, root=str(tmp))[0]),
-], ids=["decord", "av"])
-def test_a_missing_extra_names_its_install_line(monkeypatch, tmp_path, module, use):
-    (tmp_path / "clip.mp4").write_bytes(b"not a video")
+@pytest.mark.parametrize("module, extra, use", [
+    ("decord", "video", lambda tmp: decode(str(tmp / "clip.mp4"))),
+    ("av", "video", lambda tmp: SyntheticVideos(size=1, root=str(tmp))[0]),
+    ("open3d", "3d", lambda tmp: PointCloudFolder(str(tmp))[0]),
+    ("open3d", "3d", lambda tmp: SyntheticRGBD(size=1)[0]),
+    ("soundfile", "audio", lambda tmp: AudioFolder(str(tmp))[0]),
+    ("peft", "lora", lambda tmp: QwenVLPolicy("tiny:qwen2_5_vl", lora={"rank": 2}).configure_model()),
+], ids=["decord", "av", "open3d-points", "open3d-rgbd", "soundfile", "peft"])
+def test_a_missing_extra_names_its_install_line(monkeypatch, tmp_path, module, extra, use):
+    for name in ("clip.mp4", "cloud.ply", "sound.wav"):
+        (tmp_path / name).write_bytes(b"not media")
     monkeypatch.setitem(sys.modules, module, None)  # as if the extra were not installed
-    with pytest.raises(ImportError, match=r'pip install "zoo\[video\]"'):
+    with pytest.raises(ImportError, match=rf'pip install "zoo\[{extra}\]"'):
         use(tmp_path)

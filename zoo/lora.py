@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from tasks.extras import require
+
 
 @dataclass
 class LoRA:
@@ -59,14 +61,11 @@ def target_names(model: nn.Module, groups: dict[str, list[nn.Module]], lora: LoR
 
 def add_adapters(model: nn.Module, groups: dict[str, list[nn.Module]], lora: LoRA) -> None:
     """Inject adapters into ``model`` in place and freeze everything else."""
-    try:
-        from peft import LoraConfig, inject_adapter_in_model
-    except ImportError as error:
-        raise ImportError("the lora option needs peft: pip install 'zoo[lora]'") from error
+    peft = require("peft", "lora", "the lora option needs peft")
     names = target_names(model, groups, lora)
-    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=names)
+    config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=names)
     model.requires_grad_(False)
-    inject_adapter_in_model(config, model)
+    peft.inject_adapter_in_model(config, model)
     for layer in _adapter_layers(model):
         layer.enable_adapters(True)  # marks the adapter weights (only them) trainable
 

@@ -328,8 +328,13 @@ def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     model.generation_config.eos_token_id = config.get_text_config().eos_token_id
     model.generation_config.pad_token_id = config.get_text_config().pad_token_id
     out = Path(out_dir)
+    # every rank of a process group may be the one whose build gets published (see `resolve`), but
+    # save_pretrained writes nothing on ranks other than 0: this model is saved wherever it was built
+    model.should_save_on_this_rank = lambda is_main_process: True
     model.save_pretrained(out)
     processor.save_pretrained(out)
+    if not (out / "config.json").exists():
+        raise RuntimeError(f"building tiny:{family} wrote no config.json into {out}")
     return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from datamodules.sources.base import Source, find_files
 from tasks import Audio, SkipItem
 from tasks.audio.common import resample
+from tasks.extras import require
 
 
 class AudioFolder(Source):
@@ -73,8 +74,4 @@ def decode(path: str, sampling_rate: int = 16000, clip_seconds: float | None = N
 
 
 def _soundfile():
-    try:
-        import soundfile
-    except ImportError as err:
-        raise ImportError('audio sources decode with soundfile: pip install "zoo[audio]"') from err
-    return soundfile
+    return require("soundfile", "audio", "audio sources decode with soundfile")

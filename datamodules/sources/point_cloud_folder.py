@@ -56,8 +56,9 @@ class PointCloudFolder(Source):
 
     def __getitem__(self, index: int) -> PointCloud:
         path = self.paths[index]
+        o3d = require("open3d", "3d", "PointCloudFolder reads point clouds with open3d (needs the system libusb-1.0)")
         try:
-            points = self._read(path)
+            points = self._read(o3d, path)
         except Exception as err:  # open3d raises RuntimeError, numpy ValueError...: all mean skip
             raise SkipItem(f"{path}: {type(err).__name__}: {err}") from err
         points = sample_points(points, self.num_points, self.sampling, np.random.default_rng([self.seed, index]))
@@ -66,9 +67,8 @@ class PointCloudFolder(Source):
     def describe(self, index: int) -> str:
         return self.paths[index]
 
-    def _read(self, path: str) -> np.ndarray:
+    def _read(self, o3d, path: str) -> np.ndarray:
         """``[P, 3]`` or ``[P, 6]`` (with colours) float32 points of a file, finite points only."""
-        o3d = require("open3d", "3d", "PointCloudFolder reads point clouds with open3d")
         check_complete(path)
         cloud = o3d.io.read_point_cloud(path)
         if self.voxel_size is not None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from datamodules.sources.base import Source
 from tasks import RGBD
+from tasks.extras import require
 
 _TILE = 0.5  # metres: side of a floor tile
 
@@ -159,8 +160,4 @@ def _meshes(room: dict, o3d) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 
 def _open3d():
-    try:
-        import open3d
-    except ImportError as err:
-        raise ImportError(f'SyntheticRGBD ray-casts with open3d: pip install "zoo[3d]" ({err})') from err
-    return open3d
+    return require("open3d", "3d", "SyntheticRGBD ray-casts with open3d (which needs the system libusb-1.0)")
