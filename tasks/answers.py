@@ -11,6 +11,7 @@ label of the shown piece that belongs there. `restore` inverts it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -128,6 +129,31 @@ def parse_permutation(answer: str, k: int) -> list[int] | None:
         return None
     labels = [int(t) for t in tokens]
     return labels if sorted(labels) == list(range(1, k + 1)) else None
+
+
+def orderings(k: int) -> list[list[int]]:
+    """Every order of the labels ``1..k``, lexicographic: option A is ``1, 2, ..., k``."""
+    return [list(order) for order in itertools.permutations(range(1, k + 1))]
+
+
+def order_text(order: Sequence[int]) -> str:
+    """An ordering as written in answers: ``2, 3, 1``."""
+    return ", ".join(str(label) for label in order)
+
+
+def order_options(k: int) -> str:
+    """The lettered options of a ``choice``-style ordering question: every order of ``k`` labels."""
+    return choice_prompt([order_text(order) for order in orderings(k)])
+
+
+def order_answer(truth: Sequence[int], style: str) -> str:
+    """The answer to an ordering question: the order itself (``order`` style) or its letter (``choice``)."""
+    return letter(orderings(len(truth)).index(list(truth))) if style == "choice" else order_text(truth)
+
+
+def parse_order(answer: str, k: int, style: str) -> list[int] | None:
+    """The ordering an answer gives, in either style; None for anything but a valid order or option."""
+    return parse_letter(answer, orderings(k)) if style == "choice" else parse_permutation(answer, k)
 
 
 def shuffle_answer(shown: Sequence[int]) -> list[int]:

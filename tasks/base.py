@@ -18,6 +18,13 @@ from tasks import answers
 log = logging.getLogger(__name__)
 
 
+def check_subset(name: str, values: list[str], allowed) -> None:
+    """ValueError unless ``values`` is a non-empty list drawn from ``allowed`` (a task argument check)."""
+    unknown = sorted(set(values) - set(allowed))
+    if unknown or not values:
+        raise ValueError(f"{name} must be a non-empty list of {sorted(allowed)}, got {unknown or values}")
+
+
 class SkipItem(Exception):
     """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...)."""
 

@@ -130,3 +130,21 @@ def _gradient(h, w, rng):
     y, x = np.mgrid[0:h, 0:w]
     arr = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (h + w)], -1).astype(np.uint8)
     return arr + rng.integers(0, 8, arr.shape, dtype=np.uint8)
+
+
+def grpo_fit(policy, data, steps: int = 2, **grpo):
+    """``steps`` GRPO steps of ``policy`` on ``data`` then one validation, at tiny settings (G=2, 4 new
+    tokens; ``grpo`` overrides); checks every step ran with a finite loss and returns the trainer."""
+    import torch
+    from lightning.pytorch import Trainer
+
+    from callbacks import GRPOMetrics
+    from zoo import GRPOStrategy
+
+    strategy = GRPOStrategy(**dict(num_generations=2, max_new_tokens=4) | grpo)
+    trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
+                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
+    trainer.fit(policy, data)
+    assert trainer.global_step == steps and torch.isfinite(trainer.callback_metrics["train/grpo/loss"])
+    return trainer

@@ -9,6 +9,11 @@ from torch import Tensor
 from tasks.audio.common import resample
 
 
+def chat_texts(processor, examples: list) -> list[str]:
+    """Each example's messages through the processor's chat template, ready for generation."""
+    return [processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True) for ex in examples]
+
+
 def media_parts(example, kind: str) -> list[dict]:
     """The content parts of one kind in an example's messages, in order."""
     return [part for message in example.messages if not isinstance(message["content"], str)

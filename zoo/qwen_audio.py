@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
-from zoo.media import audio_input, check_placeholders, media_parts
+from zoo.media import audio_input, chat_texts, check_placeholders, media_parts
 from zoo.policy import PolicyModule
 
 #: Whisper features of every clip are padded to 30 s: one row of each per audio item.
@@ -51,8 +51,7 @@ class QwenAudioPolicy(PolicyModule):
 
     def encode(self, examples: list) -> PromptBatch:
         self.check_media(examples)
-        texts = [self.processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
-                 for ex in examples]
+        texts = chat_texts(self.processor, examples)
         parts, kwargs = encode_audio(self, examples)
         tensors = dict(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
         check_audio_placeholders(self, tensors, self.processor.audio_token)

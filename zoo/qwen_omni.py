@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
-from zoo.media import check_placeholders, media_parts, video_input
+from zoo.media import chat_texts, check_placeholders, media_parts, video_input
 from zoo.policy import PolicyModule
 from zoo.qwen_audio import AUDIO, check_audio_placeholders, encode_audio
 
@@ -63,8 +63,7 @@ class QwenOmniPolicy(PolicyModule):
 
     def encode(self, examples: list) -> PromptBatch:
         self.check_media(examples)
-        texts = [self.processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
-                 for ex in examples]
+        texts = chat_texts(self.processor, examples)
         parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
         audio_parts, kwargs = encode_audio(self, examples)
         images = [p["image"].convert("RGB") for per in parts["image"] for p in per]

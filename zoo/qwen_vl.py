@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
-from zoo.media import check_placeholders, media_parts, video_input
+from zoo.media import chat_texts, check_placeholders, media_parts, video_input
 from zoo.policy import PolicyModule
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -54,8 +54,7 @@ class QwenVLPolicy(PolicyModule):
 
     def encode(self, examples: list) -> PromptBatch:
         self.check_media(examples)
-        texts = [self.processor.apply_chat_template(ex.messages, tokenize=False, add_generation_prompt=True)
-                 for ex in examples]
+        texts = chat_texts(self.processor, examples)
         parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
         kwargs = {"images": [p["image"].convert("RGB") for per in parts["image"] for p in per] or None}
         videos = [video_input(p) for per in parts["video"] for p in per]

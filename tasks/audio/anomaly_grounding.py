@@ -14,7 +14,7 @@ import numpy as np
 
 from tasks.answers import parse_interval, temporal_iou
 from tasks.audio.common import Audio, audio_part, resample, waveform_of
-from tasks.base import Example, Task
+from tasks.base import Example, Task, check_subset
 
 _STEP = 0.1  # seconds: stretches start and end on this grid, so the rendered answer is exact
 
@@ -87,9 +87,7 @@ class AudioAnomalyGrounding(Task):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        unknown = sorted(set(perturbations) - set(PERTURBATIONS))
-        if unknown or not perturbations:
-            raise ValueError(f"perturbations must be a non-empty list of {sorted(PERTURBATIONS)}, got {unknown}")
+        check_subset("perturbations", perturbations, PERTURBATIONS)
         if not _STEP <= min_seconds <= max_seconds:
             raise ValueError(f"need {_STEP} <= min_seconds <= max_seconds, got {min_seconds}, {max_seconds}")
         self.perturbations = list(perturbations)

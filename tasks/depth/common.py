@@ -8,7 +8,6 @@ invalid pixels as NaN. Camera coordinates follow OpenCV: x right, y down, z forw
 
 from __future__ import annotations
 
-import itertools
 import random
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -212,29 +211,15 @@ class DepthOrdering(Task):
         if self.style == "order":
             return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
                     "by commas.")
-        options = answers.choice_prompt([_text(order) for order in _orders(k)])
+        options = answers.order_options(k)
         return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
 
     def answer_text(self, example: Example) -> str:
-        if self.style == "choice":
-            return answers.letter(_orders(len(example.answer)).index(list(example.answer)))
-        return _text(example.answer)
+        return answers.order_answer(example.answer, self.style)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = len(example.answer)
-        if self.style == "choice":
-            pred = answers.parse_letter(answer, _orders(k))
-        else:
-            pred = answers.parse_permutation(answer, k)
+        pred = answers.parse_order(answer, k, self.style)
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
-
-
-def _orders(k: int) -> list[list[int]]:
-    """Every order of ``k`` labels, lexicographic: option A is ``1, 2, ...``."""
-    return [list(order) for order in itertools.permutations(range(1, k + 1))]
-
-
-def _text(order: list[int]) -> str:
-    return ", ".join(str(label) for label in order)

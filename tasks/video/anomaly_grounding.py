@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from tasks.answers import parse_interval, temporal_iou
-from tasks.base import Example, Task, Video
+from tasks.base import Example, Task, Video, check_subset
 from tasks.video.common import even_frames, video_part
 
 _MIN_FRAMES = 4  # a 2-frame stretch inside a video twice as long
@@ -142,9 +142,7 @@ class AnomalyGrounding(Task):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        unknown = sorted(set(perturbations) - set(PERTURBATIONS))
-        if unknown or not perturbations:
-            raise ValueError(f"perturbations must be a non-empty list of {sorted(PERTURBATIONS)}, got {unknown}")
+        check_subset("perturbations", perturbations, PERTURBATIONS)
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
         self.perturbations = list(perturbations)

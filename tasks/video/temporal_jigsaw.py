@@ -6,7 +6,6 @@ Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) a
 
 from __future__ import annotations
 
-import itertools
 import random
 from typing import Literal
 
@@ -114,30 +113,17 @@ class TemporalJigsaw(Task):
                 "Put the clips back in chronological order: give the clip numbers from the earliest clip to the "
                 f"latest, {self.clips} numbers separated by commas."
             )
-        options = answers.choice_prompt([_text(order) for order in _orders(self.clips)])
+        options = answers.order_options(self.clips)
         return f"Which option lists the clip numbers from the earliest clip to the latest?\n{options}"
 
     def answer_text(self, example: Example) -> str:
-        if self.style == "choice":
-            return answers.letter(_orders(example.meta["clips"]).index(list(example.answer)))
-        return _text(example.answer)
+        return answers.order_answer(example.answer, self.style)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = example.meta["clips"]
-        if self.style == "choice":
-            pred = answers.parse_letter(answer, _orders(k))
-        else:
-            pred = answers.parse_permutation(answer, k)
+        pred = answers.parse_order(answer, k, self.style)
         # a non-permutation earns nothing, or repeating one label would collect partial credit
         if pred is None:
             return None
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
 
-
-def _orders(k: int) -> list[list[int]]:
-    """Every order of ``k`` clips in lexicographic order: option A is ``1, 2, ...``."""
-    return [list(order) for order in itertools.permutations(range(1, k + 1))]
-
-
-def _text(order: list[int]) -> str:
-    return ", ".join(str(label) for label in order)

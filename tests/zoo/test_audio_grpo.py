@@ -7,14 +7,13 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch import Trainer
 from PIL import Image
 
-from callbacks import GRPOMetrics
 from datamodules import AudioFolder, PretextDataModule, SyntheticAudio
 from tasks import AudioAnomalyGrounding, AudioJigsaw, AudioSpeed, Example, Task, answers
 from tasks.audio.common import audio_part, waveform_of
-from zoo import GRPOStrategy, QwenAudioPolicy, QwenOmniPolicy
+from tests.helpers import grpo_fit
+from zoo import QwenAudioPolicy, QwenOmniPolicy
 
 AUDIO_TASKS = [AudioJigsaw(segments=2, answer_format="bare"), AudioAnomalyGrounding(min_seconds=0.2, max_seconds=0.4),
                AudioSpeed(speeds=[0.5, 2.0], reverse=False, answer_format="bare")]
@@ -45,15 +44,8 @@ class LoudOrQuiet(Task):
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}
 
 
-def fit(policy, data: PretextDataModule, steps: int = 2) -> Trainer:
-    torch.manual_seed(0)
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(num_generations=2, max_new_tokens=4,
-                                                             entropy_coef=0.01),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
-    trainer.fit(policy, data)
-    return trainer
+def fit(policy, data: PretextDataModule, steps: int = 2):
+    return grpo_fit(policy, data, steps, entropy_coef=0.01)
 
 
 def test_grpo_steps_on_every_audio_task_with_qwen2_audio():

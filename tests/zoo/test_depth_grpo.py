@@ -5,14 +5,12 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch import Trainer
 from PIL import Image
 
-from callbacks import GRPOMetrics
 from datamodules import PretextDataModule, RGBDFolder
 from tasks import DepthOrder, RegionalDepthOrder, RelativePosition3D
-from tests.helpers import make_item
-from zoo import GRPOStrategy, QwenVLPolicy
+from tests.helpers import grpo_fit, make_item
+from zoo import QwenVLPolicy
 
 DEPTH_TASKS = [DepthOrder(points=3, answer_format="bare"), RegionalDepthOrder(answer_format="bare"),
                RelativePosition3D(answer_format="bare")]
@@ -36,15 +34,9 @@ def folder(tmp_path_factory):
     return root
 
 
-def fit(data: PretextDataModule, steps: int = 2) -> Trainer:
+def fit(data: PretextDataModule, steps: int = 2):
     torch.manual_seed(0)
-    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(num_generations=2, max_new_tokens=4),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
-    trainer.fit(policy, data)
-    return trainer
+    return grpo_fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)), data, steps)
 
 
 def test_grpo_steps_on_every_depth_task_skipping_a_broken_frame(folder, caplog):

@@ -5,28 +5,21 @@ from functools import partial
 
 import pytest
 import torch
-from lightning.pytorch import Trainer
 
-from callbacks import GRPOMetrics
 from datamodules import GUITrajectories, PretextDataModule, SyntheticGridWorld, SyntheticGUI
 from tasks import EmbodiedInverseDynamics, GUIGrounding, GUIInverseDynamics
 from tests.datamodules.test_gui_trajectories import shot, write_jsonl
-from zoo import GRPOStrategy, QwenVLPolicy
+from tests.helpers import grpo_fit
+from zoo import QwenVLPolicy
 
 GUI = partial(SyntheticGUI, size=40, width=56, height=84)
 CASES = [(GUIInverseDynamics(scales=[1.0, 0.5]), GUI), (GUIGrounding(answer_format="bare"), GUI),
          (EmbodiedInverseDynamics(answer_format="bare"), partial(SyntheticGridWorld, size=40))]
 
 
-def fit(data: PretextDataModule, steps: int = 2) -> Trainer:
+def fit(data: PretextDataModule, steps: int = 2):
     torch.manual_seed(0)
-    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(num_generations=2, max_new_tokens=4),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
-    trainer.fit(policy, data)
-    return trainer
+    return grpo_fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)), data, steps)
 
 
 @pytest.mark.parametrize("task, source", CASES, ids=lambda c: getattr(c, "name", ""))

@@ -7,24 +7,16 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from lightning.pytorch import Trainer
 
-from callbacks import GRPOMetrics
 from datamodules import PointCloudFolder, PretextDataModule, SyntheticPointClouds, SyntheticScenes
 from tasks import PointCloudJigsaw, PointCloudRotation, Rotation
-from tests.helpers import make_item
-from zoo import EncoderLMPolicy, GRPOStrategy, PointLMPolicy, QwenVLPolicy, tiny
+from tests.helpers import grpo_fit, make_item
+from zoo import EncoderLMPolicy, PointLMPolicy, QwenVLPolicy, tiny
 from zoo.point_lm import farthest_points
 
 
-def fit(policy, data: PretextDataModule, steps: int = 2) -> Trainer:
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(num_generations=2, max_new_tokens=4),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
-    trainer.fit(policy, data)
-    assert trainer.global_step == steps and torch.isfinite(trainer.callback_metrics["train/grpo/loss"])
-    return trainer
+def fit(policy, data: PretextDataModule, steps: int = 2):
+    return grpo_fit(policy, data, steps)
 
 
 def adamw():

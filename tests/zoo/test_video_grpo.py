@@ -4,31 +4,24 @@ from functools import partial
 
 import pytest
 import torch
-from lightning.pytorch import Trainer
 
 pytest.importorskip("decord")
 pytest.importorskip("av")
 
-from callbacks import GRPOMetrics  # noqa: E402
 from datamodules import PretextDataModule, SyntheticVideos, VideoFolder  # noqa: E402
 from tasks import AnomalyGrounding, ArrowOfTime, ObjectCounting, TemporalJigsaw  # noqa: E402
 from tests.datamodules.test_video_folder import clip, write  # noqa: E402
-from zoo import GRPOStrategy, QwenVLPolicy  # noqa: E402
+from tests.helpers import grpo_fit
+from zoo import QwenVLPolicy  # noqa: E402
 
 VIDEO_TASKS = [TemporalJigsaw(clips=2, answer_format="bare"), AnomalyGrounding(min_len=2, max_len=4),
                ObjectCounting(min_gap=2), ArrowOfTime(labels="letters", answer_format="bare")]
 
 
-def fit(checkpoint: str, data: PretextDataModule, steps: int = 2) -> Trainer:
+def fit(checkpoint: str, data: PretextDataModule, steps: int = 2):
     torch.manual_seed(0)
     policy = QwenVLPolicy(checkpoint, optimizer=partial(torch.optim.AdamW, lr=1e-3))
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(num_generations=2, max_new_tokens=4,
-                                                             entropy_coef=0.01),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
-    trainer.fit(policy, data)
-    return trainer
+    return grpo_fit(policy, data, steps, entropy_coef=0.01)
 
 
 @pytest.mark.parametrize("task", VIDEO_TASKS, ids=lambda t: t.name)
