@@ -59,6 +59,7 @@ def decode(path: str, sampling_rate: int = 16000, clip_seconds: float | None = N
     anything that cannot be decoded."""
     soundfile = _soundfile()
     try:
+        check_wav_complete(path)
         with soundfile.SoundFile(str(path)) as f:
             rate, total = f.samplerate, f.frames
             keep = total if clip_seconds is None else min(total, int(round(clip_seconds * rate)))
@@ -75,3 +76,24 @@ def decode(path: str, sampling_rate: int = 16000, clip_seconds: float | None = N
 
 def _soundfile():
     return require("soundfile", "audio", "audio sources decode with soundfile")
+
+
+def check_wav_complete(path) -> None:
+    """ValueError when a .wav file holds fewer sample bytes than its ``data`` chunk declares: libsndfile reads
+    such a truncated file without an error, as a shorter clip."""
+    if not str(path).lower().endswith(".wav"):
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return  # not RIFF/WAVE: soundfile decides
+    position = 12
+    while position + 8 <= len(data):
+        chunk, size = data[position:position + 4], int.from_bytes(data[position + 4:position + 8], "little")
+        if chunk == b"data":
+            streamed = size in (0, 0xFFFFFFFF)  # writers that did not know the length leave it unset
+            if not streamed and position + 8 + size > len(data):
+                raise ValueError(f"truncated: {len(data) - position - 8} bytes of samples where the header "
+                                 f"declares {size}")
+            return
+        position += 8 + size + size % 2  # chunks are padded to an even size
