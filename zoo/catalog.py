@@ -55,8 +55,8 @@ def _normalise(name: str) -> str:
 
 
 def imported_packages(cls: type) -> set[str]:
-    """Top-level names imported anywhere (also inside functions) by the modules defining ``cls`` and its
-    project base classes."""
+    """Top-level names imported anywhere (also inside functions, and through `tasks.extras.require`) by the
+    modules defining ``cls`` and its project base classes."""
     names = set()
     project = cls.__module__.split(".")[0]
     for klass in cls.__mro__:
@@ -68,7 +68,17 @@ def imported_packages(cls: type) -> set[str]:
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module.split(".")[0])
+            elif _requires(node):  # tasks.extras.require("open3d", "3d", ...)
+                names.add(node.args[0].value.split(".")[0])
     return names
+
+
+def _requires(node: ast.AST) -> bool:
+    """A ``require("<module>", ...)`` call: an optional import made through `tasks.extras.require`."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+    return func == "require" and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
 
 
 def extras_needed(cls: type, extras: dict[str, set[str]]) -> list[str]:
