@@ -4,6 +4,7 @@
 from callbacks.curriculum import Curriculum, Stage
 from callbacks.curves import TrainingCurves
 from callbacks.metrics import GRPOMetrics
+from callbacks.predictions import Predictions
 from callbacks.rollouts import RolloutSampler
 
-__all__ = ["Curriculum", "GRPOMetrics", "RolloutSampler", "Stage", "TrainingCurves"]
+__all__ = ["Curriculum", "GRPOMetrics", "Predictions", "RolloutSampler", "Stage", "TrainingCurves"]

@@ -47,10 +47,10 @@ class GRPOMetrics(Callback):
         for name, value in results.items():
             pl_module.log(f"{prefix}/{name}", value, prog_bar=name == "accuracy", sync_dist=False)
         accuracy = {k.removesuffix("/accuracy"): v for k, v in results.items() if k.endswith("accuracy")}
-        self.history.append((_when(trainer), accuracy))
+        self.history.append((evaluated_at(trainer), accuracy))
         if self.summary:
             shown = ", ".join(f"{k}={v:.3f}" for k, v in accuracy.items())
-            rank_zero_info(f"[zoo] {prefix} accuracy at {_when(trainer)}: {shown}")
+            rank_zero_info(f"[zoo] {prefix} accuracy at {evaluated_at(trainer)}: {shown}")
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         self._on_eval_batch_end(outputs, batch)
@@ -85,7 +85,7 @@ def _skips(datamodule) -> dict[str, float]:
     return {"data/skipped": float(sum(counts.values())), **named}
 
 
-def _when(trainer) -> str:
+def evaluated_at(trainer) -> str:
     """Where an evaluation happened: a training step, or the weights evaluated outside fit."""
     if trainer.state.fn == "fit":
         return f"step {trainer.global_step}"

@@ -54,6 +54,8 @@ def test_fit_writes_metrics_rollouts_and_config(single):
     assert {"prompt", "answer", "completion", "reward", "parts", "task", "step"} <= set(rows[0])
     assert (run_dir(cwd) / "config.yaml").exists()
     assert list((run_dir(cwd) / "checkpoints").glob("*.ckpt"))
+    predictions = [json.loads(line) for line in (run_dir(cwd) / "predictions.jsonl").read_text().splitlines()]
+    assert [r["at"] for r in predictions].count("start") == len(predictions) // 2  # before fit and at step 4
     out = result.stdout + result.stderr
     assert "val accuracy at start" in out and "val accuracy at step 4" in out and "held-out accuracy" in out
 
@@ -118,13 +120,27 @@ def test_one_process_and_two_processes_train_the_same_global_batch_alike(tmp_pat
         torch.testing.assert_close(second[name], value, atol=1e-5, rtol=1e-4, msg=name)
 
 
-def test_validate_and_test_from_a_checkpoint(single, tmp_path):
+def test_validate_and_test_from_a_checkpoint_write_metrics_and_every_prediction(single, tmp_path):
     cwd, _ = single
     (ckpt,) = (run_dir(cwd) / "checkpoints").glob("*.ckpt")
-    for command in ("validate", "test"):
+    for command, split in (("validate", "val"), ("test", "test")):
+        out = tmp_path / command
+        out.mkdir()
         result = zoo(command, "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path",
-                     str(ckpt), cwd=tmp_path)
-        assert f"{'val' if command == 'validate' else 'test'} accuracy at checkpoint" in result.stderr
+                     str(ckpt), cwd=out)
+        assert f"{split} accuracy at checkpoint" in result.stderr
+        rows = [json.loads(line) for line in (run_dir(out) / "predictions.jsonl").read_text().splitlines()]
+        assert len(rows) == 16 and len({r["uid"] for r in rows}) == 16  # every held-out example, once
+        assert {r["split"] for r in rows} == {split} and all(r["at"] == f"checkpoint {ckpt}" for r in rows)
+        for row in rows:  # bare format: the parsed answer is the stripped completion; accuracy is exact match
+            assert row["parsed"] in (None, row["completion"].strip())
+            assert row["parts"]["accuracy"] == float(row["parsed"] == row["expected"])
+        # the logged metrics are the means of these rows
+        with open(run_dir(out) / "metrics.csv") as f:
+            (logged,) = [r for r in csv.DictReader(f) if r.get(f"{split}/accuracy")]
+        accuracy = sum(r["parts"]["accuracy"] for r in rows) / len(rows)
+        assert float(logged[f"{split}/accuracy"]) == pytest.approx(accuracy)
+        assert float(logged[f"{split}/reward"]) == pytest.approx(sum(r["reward"] for r in rows) / len(rows))
 
 
 def test_fit_resumes_from_the_last_checkpoint(single, tmp_path):

@@ -19,7 +19,7 @@ from lightning.pytorch.strategies import Strategy
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
-from callbacks import GRPOMetrics, RolloutSampler, TrainingCurves
+from callbacks import GRPOMetrics, Predictions, RolloutSampler, TrainingCurves
 from zoo.policy import PolicyModule
 
 #: Logger classes whose package is an optional extra: (import name, extra).
@@ -47,14 +47,15 @@ class ZooTrainer(Trainer):
 
 
 class ZooCLI(LightningCLI):
-    """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics, rollout and
-    curves callbacks (configured under ``metrics:``, ``rollouts:`` and ``curves:``), and held-out validation
-    before fit."""
+    """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics, rollout,
+    curves and predictions callbacks (configured under ``metrics:``, ``rollouts:``, ``curves:`` and
+    ``predictions:``), and held-out validation before fit."""
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(GRPOMetrics, "metrics")
         parser.add_lightning_class_args(RolloutSampler, "rollouts")
         parser.add_lightning_class_args(TrainingCurves, "curves")
+        parser.add_lightning_class_args(Predictions, "predictions")
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
 

@@ -1,0 +1,82 @@
+"""Writes every evaluation prediction (held-out example, completion, extracted answer, reward) to a JSONL file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch.distributed as dist
+from lightning.pytorch import Callback
+
+from callbacks.metrics import evaluated_at
+from tasks import answers
+
+
+class Predictions(Callback):
+    """After each evaluation (``zoo validate``, ``zoo test`` and the validations during ``fit``) appends one JSON
+    object per held-out example to ``<log_dir>/<filename>``: ``split``, ``at`` (the step or checkpoint),
+    ``uid``, ``task``, ``prompt``, ``answer`` (the truth), ``expected`` (the answer as a perfect policy writes
+    it), ``completion``, ``parsed`` (the answer extracted from the completion by the task's format, None when
+    malformed), ``reward`` and ``parts``. Under DDP the
+    rows of every rank are gathered and rank 0 writes them, sorted by uid.
+
+    Args:
+        filename: File name inside the logger's directory (the trainer's root dir without a logger); empty
+            disables the file.
+    """
+
+    def __init__(self, filename: str = "predictions.jsonl"):
+        self.filename = filename
+        self.path: Path | None = None
+        self._rows: list[dict] = []
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        # every rank asks: trainer.log_dir is a collective under DDP
+        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+
+    def _collect(self, trainer, split: str, outputs) -> None:
+        if not self.filename or not outputs or "rollout" not in outputs or trainer.sanity_checking:
+            return
+        tasks = getattr(trainer.datamodule, "tasks", {})
+        rollout, at = outputs["rollout"], evaluated_at(trainer)
+        for n, reward in enumerate(outputs["rewards"]):
+            example, completion = rollout.example(n), rollout.completions[n]
+            task = tasks.get(example.task)
+            parsed = answers.extract(completion, task.answer_format, task.think)[0] if task else None
+            self._rows.append({"split": split, "at": at, "uid": example.uid, "task": example.task,
+                               "prompt": example.prompt_text, "answer": example.answer,
+                               "expected": task.answer_text(example) if task else None,
+                               "completion": completion, "parsed": parsed, "reward": reward.total,
+                               "parts": reward.parts})
+
+    def _write(self, trainer) -> None:
+        rows, self._rows = self._rows, []
+        if not self.filename or trainer.sanity_checking:
+            return
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            everyone = [None] * dist.get_world_size()
+            dist.all_gather_object(everyone, rows)
+            rows = [row for part in everyone for row in part]
+        if trainer.is_global_zero and rows:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.writelines(json.dumps(row, default=str) + "\n" for row in sorted(rows, key=_uid_order))
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._collect(trainer, "val", outputs)
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._collect(trainer, "test", outputs)
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        self._write(trainer)
+
+    def on_test_epoch_end(self, trainer, pl_module):
+        self._write(trainer)
+
+
+def _uid_order(row: dict) -> tuple:
+    """Uids end in the example index (``seed:stream:epoch:i``): sort numerically, whatever the rank split."""
+    uid = str(row["uid"])
+    head, _, index = uid.rpartition(":")
+    return (head, int(index)) if index.isdigit() else (uid, 0)
