@@ -218,3 +218,15 @@ def temporal_iou(pred: tuple[float, float], truth: tuple[float, float]) -> float
     if union <= 0:  # both intervals empty: right only at the same instant
         return float(start == true_start)
     return inter / union
+
+
+def interval_text(interval: Sequence[float]) -> str:
+    """A time interval as written in answers: ``1.5-2.3`` (seconds, one decimal)."""
+    start, end = interval
+    return f"{start:.1f}-{end:.1f}"
+
+
+def interval_scores(answer: str, truth: Sequence[float]) -> dict[str, float] | None:
+    """``{"accuracy": temporal IoU}`` of an interval answer; None when it is not a valid interval."""
+    pred = parse_interval(answer)
+    return None if pred is None else {"accuracy": temporal_iou(pred, tuple(truth))}

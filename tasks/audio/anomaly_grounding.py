@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tasks.answers import parse_interval, temporal_iou
+from tasks.answers import interval_scores, interval_text
 from tasks.audio.common import Audio, audio_part, resample, waveform_of
 from tasks.base import Example, Task, check_subset
 
@@ -113,9 +113,7 @@ class AudioAnomalyGrounding(Task):
         return Example(self.user_message([audio_part(altered, sr)], question), answer, self.name, meta)
 
     def answer_text(self, example: Example) -> str:
-        start, end = example.answer
-        return f"{start:.1f}-{end:.1f}"
+        return interval_text(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = parse_interval(answer)
-        return None if pred is None else {"accuracy": temporal_iou(pred, example.answer)}
+        return interval_scores(answer, example.answer)

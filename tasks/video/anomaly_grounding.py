@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image, ImageFilter
 
-from tasks.answers import parse_interval, temporal_iou
+from tasks.answers import interval_scores, interval_text
 from tasks.base import Example, Task, Video, check_subset
 from tasks.video.common import even_frames, video_part
 
@@ -171,9 +171,7 @@ class AnomalyGrounding(Task):
         return start, start + length
 
     def answer_text(self, example: Example) -> str:
-        start, end = example.answer
-        return f"{start:.1f}-{end:.1f}"
+        return interval_text(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = parse_interval(answer)
-        return None if pred is None else {"accuracy": temporal_iou(pred, example.answer)}
+        return interval_scores(answer, example.answer)

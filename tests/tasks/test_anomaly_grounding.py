@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tasks import AnomalyGrounding, SkipItem, Video
-from tasks.video.anomaly_grounding import PERTURBATIONS, temporal_iou
+from tasks.answers import temporal_iou
+from tasks.video.anomaly_grounding import PERTURBATIONS
 from tests.helpers import make_item
 
 # every frame of the stretch differs from the source under these; stutter keeps each held frame
