@@ -7,301 +7,28 @@ skipped, counted, logged once and replaced, so batches keep their size.
 
 from __future__ import annotations
 
-import bisect
 import inspect
 import itertools
-import logging
 import math
-import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-import numpy as np
 import torch
 from lightning import LightningDataModule
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader
 
 from datamodules.sources.base import Source
-from tasks import Example, Reward, SkipItem, Task
-
-log = logging.getLogger(__name__)
-
-#: An example gives up after this many unusable items in a row: the source (or task) is broken, not unlucky.
-MAX_CONSECUTIVE_SKIPS = 100
-
-Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
-#: ``Example.meta`` key naming the curriculum stage that made an example (absent for stage 0).
-STAGE_KEY = "curriculum_stage"
-
-
-@dataclass(frozen=True)
-class _Feed:
-    """Where the items of one modality come from in one split: a source and the indices it contributes."""
-
-    source: Source
-    items: range
-
-
-@dataclass(frozen=True)
-class _Mix:
-    """What examples are made by during one curriculum stage: the tasks and their cumulative weights."""
-
-    tasks: list[Task]
-    cum_weights: list[float]
-
-
-def _keep(batch: list[Example]) -> list[Example]:
-    """Collate that keeps a batch as built (module level, so worker processes can pickle it)."""
-    return batch
-
-
-class _Batch(list):
-    """Examples plus the ``(index, reason)`` of the items skipped to make them, for the main process."""
-
-    def __init__(self, examples: list[Example], skips: list[tuple[int, str]]):
-        super().__init__(examples)
-        self.skips = skips
-
-
-class _ExampleStream(IterableDataset):
-    """Yields this rank's batches of examples; subclasses say which example indices make batch ``b``
-    (`batch_indices`) and which source item the ``p``-th position of the epoch's item order is (`item_index`).
-
-    ``epoch``, ``rank`` and ``world`` are set by `_EpochLoader` before each pass; ``passes`` counts them.
-    ``skipped`` counts skip events; the loader updates it in the main process, so it is exact with workers.
-    """
-
-    stream: str = ""
-
-    def __init__(self, feeds: dict[str, _Feed], mixes: list[_Mix], batch_size: int, seed: int):
-        self.feeds, self.mixes, self.starts = feeds, mixes, []  # starts: see PretextDataModule.set_stage_starts
-        self.batch_size, self.seed = batch_size, seed
-        self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
-        self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
-        self.skipped = 0
-        self.skip_counts: Counter = Counter()
-        self._logged: set[tuple[str, int]] = set()
-
-    def num_batches(self) -> int:
-        raise NotImplementedError
-
-    def batch_indices(self, b: int) -> Sequence[int]:
-        raise NotImplementedError
-
-    def item_index(self, position: int, modality: str) -> int:
-        raise NotImplementedError
-
-    def stage(self, i: int) -> int:
-        """The curriculum stage example ``i`` of the current epoch belongs to."""
-        raise NotImplementedError
-
-    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
-        """The task that makes example ``i``."""
-        raise NotImplementedError
-
-    def __len__(self) -> int:
-        return self.num_batches()
-
-    def __iter__(self) -> Iterator[_Batch]:
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
-        for b in range(self.start + worker, len(self), workers):
-            skips: list[tuple[int, str]] = []
-            examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
-            yield _Batch(examples, skips)
-
-    def example(self, i: int, skips: list[tuple[str, int, str, str]]) -> Example:
-        """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
-        next position of the item order (same task, same random stream)."""
-        # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
-        uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
-        rng = random.Random(uid)
-        stage = self.stage(i)
-        task = self.task(i, self.mixes[stage], rng)
-        feed = self.feeds[task.modality]
-        for attempt in range(MAX_CONSECUTIVE_SKIPS):
-            index = self.item_index(i + attempt, task.modality)
-            try:
-                item = self._item(feed, index, task, rng)
-            except SkipItem as err:
-                skips.append((task.modality, getattr(err, "index", index), "unreadable", str(err)))
-                continue
-            try:
-                example = task.make_example(item, rng)
-            except SkipItem as err:  # a readable item this task cannot use (too small, no valid depth, ...)
-                skips.append((task.modality, index, f"rejected_by_{task.name}", str(err)))
-                continue
-            example.uid = uid
-            if stage:
-                example.meta[STAGE_KEY] = stage
-            return example
-        last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
-        raise RuntimeError(
-            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
-            f"task {task.name!r}; the source looks broken. Last failures: {last}"
-        )
-
-    @staticmethod
-    def _item(feed: _Feed, index: int, task: Task, rng: random.Random):
-        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners are other
-        items of this split drawn by the example's random stream (a partner's SkipItem names its index)."""
-        item = feed.source[index]
-        if not task.partners:
-            return item
-        if len(feed.items) < 2:
-            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
-        others = []
-        for _ in range(task.partners):
-            k = rng.randrange(len(feed.items) - 1)
-            partner = feed.items[k + (k >= index - feed.items.start)]  # any item but this one
-            try:
-                others.append(feed.source[partner])
-            except SkipItem as err:
-                err.index = partner
-                raise
-        return [item, *others]
-
-    def note_skips(self, skips: list[tuple[str, int, str, str]]) -> None:
-        """Count skip events (in total and per source and kind) and log each item the first time it is
-        skipped."""
-        self.skipped += len(skips)
-        for modality, index, kind, reason in skips:
-            self.skip_counts[type(self.feeds[modality].source).__name__, kind] += 1
-            if (modality, index) not in self._logged:
-                self._logged.add((modality, index))
-                log.warning("skipping %s: %s", self.feeds[modality].source.describe(index), reason)
-
-
-class _TrainStream(_ExampleStream):
-    """Training examples: ``epoch_size`` per epoch, items in a fresh permutation each epoch (repeated in new
-    permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
-
-    stream = "train"
-
-    def __init__(self, *args, epoch_size: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.epoch_size = epoch_size
-        self._orders: dict[tuple[str, int, int], np.ndarray] = {}
-
-    def num_batches(self) -> int:
-        per_global = self.batch_size * self.world
-        if self.epoch_size < per_global:
-            raise ValueError(
-                f"an epoch of {self.epoch_size} examples holds no full global batch of {self.batch_size} x "
-                f"{self.world} ranks; raise epoch_size or lower batch_size"
-            )
-        return self.epoch_size // per_global  # drop_last: every rank gets as many full batches
-
-    def batch_indices(self, b: int) -> Sequence[int]:
-        start = (b * self.world + self.rank) * self.batch_size
-        return range(start, start + self.batch_size)
-
-    def stage(self, i: int) -> int:
-        return bisect.bisect_right(self.starts, self.epoch * self.epoch_size + i)
-
-    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
-        return rng.choices(mix.tasks, cum_weights=mix.cum_weights)[0]
-
-    def item_index(self, position: int, modality: str) -> int:
-        items = self.feeds[modality].items
-        lap, offset = divmod(position, len(items))
-        order = self._orders.get((modality, self.epoch, lap))
-        if order is None:
-            if len(self._orders) > 4 * len(self.feeds):
-                self._orders.clear()
-            # one source keeps the historical seed string, so single-source runs are unchanged
-            name = "" if len(self.feeds) == 1 else f"{modality}:"
-            seed = random.Random(f"{self.seed}:order:{name}{self.epoch}:{lap}").getrandbits(64)
-            order = np.random.default_rng(seed).permutation(len(items))
-            self._orders[modality, self.epoch, lap] = order
-        return items[int(order[offset])]
-
-
-class _HeldOutStream(_ExampleStream):
-    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
-    tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank shards whose sizes differ
-    by at most one; the last batch of a shard may be short."""
-
-    stream = "val"
-
-    def _shard(self) -> range:
-        n = max(len(feed.items) for feed in self.feeds.values())
-        return range(self.rank * n // self.world, (self.rank + 1) * n // self.world)
-
-    def num_batches(self) -> int:
-        return math.ceil(len(self._shard()) / self.batch_size)
-
-    def batch_indices(self, b: int) -> Sequence[int]:
-        return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
-
-    def item_index(self, position: int, modality: str) -> int:
-        items = self.feeds[modality].items
-        return items[position % len(items)]
-
-    def stage(self, i: int) -> int:
-        return 0  # held-out examples never change
-
-    def task(self, i: int, mix: _Mix, rng: random.Random) -> Task:
-        return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
-
-
-class _EpochLoader(DataLoader):
-    """A DataLoader that tells its dataset the epoch, rank and world size before each pass (so before its
-    non-persistent workers start), and counts and logs skipped items in the main process."""
-
-    def __init__(self, dataset: _ExampleStream, placement: Placement | None = None, **kwargs):
-        kwargs.setdefault("batch_size", None)
-        kwargs.setdefault("collate_fn", _keep)
-        kwargs["persistent_workers"] = False  # persistent workers would keep the epoch they started with
-        super().__init__(dataset, **kwargs)
-        self.placement = placement or (lambda: (None, 0, 1))
-
-    def _place(self) -> int | None:
-        epoch, self.dataset.rank, self.dataset.world = self.placement()
-        return epoch
-
-    def __len__(self) -> int:
-        self._place()
-        return super().__len__()
-
-    def __iter__(self) -> Iterator[list[Example]]:
-        epoch = self._place()
-        # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
-        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
-        self.dataset.passes += 1
-        self.dataset.start = self._first_batch(self.dataset.epoch)
-        return self._unwrap(super().__iter__())
-
-    def _first_batch(self, epoch: int) -> int:
-        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
-        return 0
-
-    def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
-        for batch in batches:
-            self.dataset.note_skips(batch.skips)
-            yield list(batch)
-
-
-class _ResumableLoader(_EpochLoader):
-    """The training loader: Lightning stores its `state_dict` in checkpoints, so a run resumed mid-epoch
-    continues with the next batch instead of replaying the epoch from its start."""
-
-    def __init__(self, dataset: _ExampleStream, placement: Placement, progress: Callable[[], int], **kwargs):
-        super().__init__(dataset, placement, **kwargs)
-        self.progress = progress
-        self._resume: tuple[int, int] | None = None
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.dataset.epoch, "batch": self.progress()}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self._resume = (state["epoch"], state["batch"])
-
-    def _first_batch(self, epoch: int) -> int:
-        resume, self._resume = self._resume, None  # a restored position applies to one pass only
-        return resume[1] if resume is not None and resume[0] == epoch else 0
+from datamodules.streams import (
+    STAGE_KEY,
+    EpochLoader,
+    ExampleStream,
+    Feed,
+    HeldOutStream,
+    Mix,
+    ResumableLoader,
+    TrainStream,
+)
+from tasks import Example, Reward, Task
 
 
 class PretextDataModule(LightningDataModule):
@@ -360,7 +87,7 @@ class PretextDataModule(LightningDataModule):
         self._tasks = _by_name(task_list)
         sources, val_sources = _by_modality(source, "source"), _by_modality(val_source, "val_source")
         _check_modalities(sources, val_sources, task_list)
-        self._mixes = [_Mix(task_list, _cumulative(weights, len(task_list)))]
+        self._mixes = [Mix(task_list, _cumulative(weights, len(task_list)))]
         minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "num_workers": (num_workers, 0),
                   "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
         for name, (value, least) in minima.items():
@@ -370,7 +97,7 @@ class PretextDataModule(LightningDataModule):
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
         self._feeds = _split(sources, val_sources, val_size)
         self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
-        self._streams: dict[str, _ExampleStream] = {}
+        self._streams: dict[str, ExampleStream] = {}
         self._starts: list[int] = []
 
     @property
@@ -416,7 +143,7 @@ class PretextDataModule(LightningDataModule):
             weights = weights if new_weights is None else new_weights
             tasks = [with_options(t, **changes[t.name]) if changes[t.name] else t for t in self._tasks.values()]
             cum = mixes[0].cum_weights if weights is None else _cumulative(weights, len(tasks))
-            mixes.append(_Mix(tasks, cum))
+            mixes.append(Mix(tasks, cum))
         self._mixes = mixes
         self.set_stage_starts([])
 
@@ -436,26 +163,26 @@ class PretextDataModule(LightningDataModule):
         return epoch * self.epoch_size + batch * self.batch_size * world
 
     def train_dataloader(self) -> DataLoader:
-        return _ResumableLoader(self._stream("train"), self._placement, self._batches_done,
+        return ResumableLoader(self._stream("train"), self._placement, self._batches_done,
                                 num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader | list:
         if not any(feed.items for feed in self._feeds["val"].values()):
             return []  # Lightning skips validation for an empty list
         placement = lambda: (0, *self._placement()[1:])  # validation examples never change
-        return _EpochLoader(self._stream("val"), placement, num_workers=self.num_workers)
+        return EpochLoader(self._stream("val"), placement, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader | list:
         return self.val_dataloader()
 
-    def _stream(self, split: str) -> _ExampleStream:
+    def _stream(self, split: str) -> ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
             common = dict(feeds=self._feeds[split], mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
-                stream = _TrainStream(epoch_size=self.epoch_size, **common)
+                stream = TrainStream(epoch_size=self.epoch_size, **common)
             else:
-                stream = _HeldOutStream(**common)
+                stream = HeldOutStream(**common)
             self._streams[split] = stream
             self.set_stage_starts(self._starts)
         return self._streams[split]
@@ -539,14 +266,14 @@ def _cumulative(weights: list[float] | None, n: int) -> list[float]:
 
 
 def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size: int,
-           ) -> dict[str, dict[str, _Feed]]:
+           ) -> dict[str, dict[str, Feed]]:
     """The training and validation feeds of each modality."""
-    feeds: dict[str, dict[str, _Feed]] = {"train": {}, "val": {}}
+    feeds: dict[str, dict[str, Feed]] = {"train": {}, "val": {}}
     for modality, source in sources.items():
         held_out = val_sources.get(modality)
         train, val = _split_one(source, held_out, val_size)
-        feeds["train"][modality] = _Feed(source, train)
-        feeds["val"][modality] = _Feed(source if held_out is None else held_out, val)
+        feeds["train"][modality] = Feed(source, train)
+        feeds["val"][modality] = Feed(source if held_out is None else held_out, val)
     if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
         raise ValueError("a val_source is empty while other modalities have validation items")
     return feeds

@@ -6,7 +6,7 @@ import pytest
 
 from callbacks import Curriculum, Stage
 from datamodules import PretextDataModule
-from datamodules.base import STAGE_KEY
+from datamodules.streams import STAGE_KEY
 from tests.datamodules.test_mixing import Times
 from tests.datamodules.test_pretext_datamodule import Numbers, Tag
 

@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from datamodules import PretextDataModule
-from datamodules.base import STAGE_KEY, with_options
+from datamodules.base import with_options
+from datamodules.streams import STAGE_KEY
 from tasks import Example, Jigsaw, Task
 from tests.datamodules.test_pretext_datamodule import Numbers, OtherTag, Tag, epoch
 

@@ -1,0 +1,296 @@
+"""The example streams behind `PretextDataModule`: which task and item make example ``i`` of epoch ``e``
+on each rank, skipping and replacing unusable items, and the loaders that place and resume a pass."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from datamodules.sources.base import Source
+from tasks import Example, SkipItem, Task
+
+log = logging.getLogger(__name__)
+
+#: An example gives up after this many unusable items in a row: the source (or task) is broken, not unlucky.
+MAX_CONSECUTIVE_SKIPS = 100
+
+Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
+#: ``Example.meta`` key naming the curriculum stage that made an example (absent for stage 0).
+STAGE_KEY = "curriculum_stage"
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Where the items of one modality come from in one split: a source and the indices it contributes."""
+
+    source: Source
+    items: range
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What examples are made by during one curriculum stage: the tasks and their cumulative weights."""
+
+    tasks: list[Task]
+    cum_weights: list[float]
+
+
+def _keep(batch: list[Example]) -> list[Example]:
+    """Collate that keeps a batch as built (module level, so worker processes can pickle it)."""
+    return batch
+
+
+class _Batch(list):
+    """Examples plus the ``(index, reason)`` of the items skipped to make them, for the main process."""
+
+    def __init__(self, examples: list[Example], skips: list[tuple[int, str]]):
+        super().__init__(examples)
+        self.skips = skips
+
+
+class ExampleStream(IterableDataset):
+    """Yields this rank's batches of examples; subclasses say which example indices make batch ``b``
+    (`batch_indices`) and which source item the ``p``-th position of the epoch's item order is (`item_index`).
+
+    ``epoch``, ``rank`` and ``world`` are set by `EpochLoader` before each pass; ``passes`` counts them.
+    ``skipped`` counts skip events; the loader updates it in the main process, so it is exact with workers.
+    """
+
+    stream: str = ""
+
+    def __init__(self, feeds: dict[str, Feed], mixes: list[Mix], batch_size: int, seed: int):
+        self.feeds, self.mixes, self.starts = feeds, mixes, []  # starts: see PretextDataModule.set_stage_starts
+        self.batch_size, self.seed = batch_size, seed
+        self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
+        self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
+        self.skipped = 0
+        self.skip_counts: Counter = Counter()
+        self._logged: set[tuple[str, int]] = set()
+
+    def num_batches(self) -> int:
+        raise NotImplementedError
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        raise NotImplementedError
+
+    def item_index(self, position: int, modality: str) -> int:
+        raise NotImplementedError
+
+    def stage(self, i: int) -> int:
+        """The curriculum stage example ``i`` of the current epoch belongs to."""
+        raise NotImplementedError
+
+    def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
+        """The task that makes example ``i``."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.num_batches()
+
+    def __iter__(self) -> Iterator[_Batch]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
+        for b in range(self.start + worker, len(self), workers):
+            skips: list[tuple[int, str]] = []
+            examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
+            yield _Batch(examples, skips)
+
+    def example(self, i: int, skips: list[tuple[str, int, str, str]]) -> Example:
+        """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
+        next position of the item order (same task, same random stream)."""
+        # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
+        uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
+        rng = random.Random(uid)
+        stage = self.stage(i)
+        task = self.task(i, self.mixes[stage], rng)
+        feed = self.feeds[task.modality]
+        for attempt in range(MAX_CONSECUTIVE_SKIPS):
+            index = self.item_index(i + attempt, task.modality)
+            try:
+                item = self._item(feed, index, task, rng)
+            except SkipItem as err:
+                skips.append((task.modality, getattr(err, "index", index), "unreadable", str(err)))
+                continue
+            try:
+                example = task.make_example(item, rng)
+            except SkipItem as err:  # a readable item this task cannot use (too small, no valid depth, ...)
+                skips.append((task.modality, index, f"rejected_by_{task.name}", str(err)))
+                continue
+            example.uid = uid
+            if stage:
+                example.meta[STAGE_KEY] = stage
+            return example
+        last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
+        raise RuntimeError(
+            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
+            f"task {task.name!r}; the source looks broken. Last failures: {last}"
+        )
+
+    @staticmethod
+    def _item(feed: Feed, index: int, task: Task, rng: random.Random):
+        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners are other
+        items of this split drawn by the example's random stream (a partner's SkipItem names its index)."""
+        item = feed.source[index]
+        if not task.partners:
+            return item
+        if len(feed.items) < 2:
+            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
+        others = []
+        for _ in range(task.partners):
+            k = rng.randrange(len(feed.items) - 1)
+            partner = feed.items[k + (k >= index - feed.items.start)]  # any item but this one
+            try:
+                others.append(feed.source[partner])
+            except SkipItem as err:
+                err.index = partner
+                raise
+        return [item, *others]
+
+    def note_skips(self, skips: list[tuple[str, int, str, str]]) -> None:
+        """Count skip events (in total and per source and kind) and log each item the first time it is
+        skipped."""
+        self.skipped += len(skips)
+        for modality, index, kind, reason in skips:
+            self.skip_counts[type(self.feeds[modality].source).__name__, kind] += 1
+            if (modality, index) not in self._logged:
+                self._logged.add((modality, index))
+                log.warning("skipping %s: %s", self.feeds[modality].source.describe(index), reason)
+
+
+class TrainStream(ExampleStream):
+    """Training examples: ``epoch_size`` per epoch, items in a fresh permutation each epoch (repeated in new
+    permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
+
+    stream = "train"
+
+    def __init__(self, *args, epoch_size: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch_size = epoch_size
+        self._orders: dict[tuple[str, int, int], np.ndarray] = {}
+
+    def num_batches(self) -> int:
+        per_global = self.batch_size * self.world
+        if self.epoch_size < per_global:
+            raise ValueError(
+                f"an epoch of {self.epoch_size} examples holds no full global batch of {self.batch_size} x "
+                f"{self.world} ranks; raise epoch_size or lower batch_size"
+            )
+        return self.epoch_size // per_global  # drop_last: every rank gets as many full batches
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        start = (b * self.world + self.rank) * self.batch_size
+        return range(start, start + self.batch_size)
+
+    def stage(self, i: int) -> int:
+        return bisect.bisect_right(self.starts, self.epoch * self.epoch_size + i)
+
+    def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
+        return rng.choices(mix.tasks, cum_weights=mix.cum_weights)[0]
+
+    def item_index(self, position: int, modality: str) -> int:
+        items = self.feeds[modality].items
+        lap, offset = divmod(position, len(items))
+        order = self._orders.get((modality, self.epoch, lap))
+        if order is None:
+            if len(self._orders) > 4 * len(self.feeds):
+                self._orders.clear()
+            # one source keeps the historical seed string, so single-source runs are unchanged
+            name = "" if len(self.feeds) == 1 else f"{modality}:"
+            seed = random.Random(f"{self.seed}:order:{name}{self.epoch}:{lap}").getrandbits(64)
+            order = np.random.default_rng(seed).permutation(len(items))
+            self._orders[modality, self.epoch, lap] = order
+        return items[int(order[offset])]
+
+
+class HeldOutStream(ExampleStream):
+    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
+    tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank shards whose sizes differ
+    by at most one; the last batch of a shard may be short."""
+
+    stream = "val"
+
+    def _shard(self) -> range:
+        n = max(len(feed.items) for feed in self.feeds.values())
+        return range(self.rank * n // self.world, (self.rank + 1) * n // self.world)
+
+    def num_batches(self) -> int:
+        return math.ceil(len(self._shard()) / self.batch_size)
+
+    def batch_indices(self, b: int) -> Sequence[int]:
+        return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
+
+    def item_index(self, position: int, modality: str) -> int:
+        items = self.feeds[modality].items
+        return items[position % len(items)]
+
+    def stage(self, i: int) -> int:
+        return 0  # held-out examples never change
+
+    def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
+        return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
+
+
+class EpochLoader(DataLoader):
+    """A DataLoader that tells its dataset the epoch, rank and world size before each pass (so before its
+    non-persistent workers start), and counts and logs skipped items in the main process."""
+
+    def __init__(self, dataset: ExampleStream, placement: Placement | None = None, **kwargs):
+        kwargs.setdefault("batch_size", None)
+        kwargs.setdefault("collate_fn", _keep)
+        kwargs["persistent_workers"] = False  # persistent workers would keep the epoch they started with
+        super().__init__(dataset, **kwargs)
+        self.placement = placement or (lambda: (None, 0, 1))
+
+    def _place(self) -> int | None:
+        epoch, self.dataset.rank, self.dataset.world = self.placement()
+        return epoch
+
+    def __len__(self) -> int:
+        self._place()
+        return super().__len__()
+
+    def __iter__(self) -> Iterator[list[Example]]:
+        epoch = self._place()
+        # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
+        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
+        self.dataset.passes += 1
+        self.dataset.start = self._first_batch(self.dataset.epoch)
+        return self._unwrap(super().__iter__())
+
+    def _first_batch(self, epoch: int) -> int:
+        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
+        return 0
+
+    def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
+        for batch in batches:
+            self.dataset.note_skips(batch.skips)
+            yield list(batch)
+
+
+class ResumableLoader(EpochLoader):
+    """The training loader: Lightning stores its `state_dict` in checkpoints, so a run resumed mid-epoch
+    continues with the next batch instead of replaying the epoch from its start."""
+
+    def __init__(self, dataset: ExampleStream, placement: Placement, progress: Callable[[], int], **kwargs):
+        super().__init__(dataset, placement, **kwargs)
+        self.progress = progress
+        self._resume: tuple[int, int] | None = None
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.dataset.epoch, "batch": self.progress()}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resume = (state["epoch"], state["batch"])
+
+    def _first_batch(self, epoch: int) -> int:
+        resume, self._resume = self._resume, None  # a restored position applies to one pass only
+        return resume[1] if resume is not None and resume[0] == epoch else 0
