@@ -131,6 +131,20 @@ def parse_permutation(answer: str, k: int) -> list[int] | None:
     return labels if sorted(labels) == list(range(1, k + 1)) else None
 
 
+#: Most labels a ``choice``-style ordering question lists every order of: 4! = 24 lettered options, while
+#: 5! = 120 would fit neither the alphabet nor a prompt.
+MAX_CHOICE_ORDER = 4
+
+
+def check_order_style(style: str, k: int | None = None, what: str = "labels") -> None:
+    """ValueError unless ``style`` is ``order`` or ``choice`` and, given ``k``, a ``choice`` over ``k``
+    ``what`` (points, clips, ...) fits `MAX_CHOICE_ORDER`."""
+    if style not in ("order", "choice"):
+        raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
+    if style == "choice" and k is not None and k > MAX_CHOICE_ORDER:
+        raise ValueError(f"style='choice' allows at most {MAX_CHOICE_ORDER} {what}, got {k}")
+
+
 def orderings(k: int) -> list[list[int]]:
     """Every order of the labels ``1..k``, lexicographic: option A is ``1, 2, ..., k``."""
     return [list(order) for order in itertools.permutations(range(1, k + 1))]

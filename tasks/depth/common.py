@@ -21,7 +21,6 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
-_MAX_CHOICE_POINTS = 4  # 4! = 24 lettered orders; 5! = 120 would not fit the alphabet or a prompt
 
 
 @dataclass
@@ -175,15 +174,13 @@ class DepthOrdering(Task):
         super().__init__(**kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
-        if style not in ("order", "choice"):
-            raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
+        answers.check_order_style(style)
         answers.check_permutation_reward(reward, partial_credit)
         self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
-        if self.style == "choice" and k > _MAX_CHOICE_POINTS:
-            raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_POINTS} points, got {k}")
+        answers.check_order_style(self.style, k, "points")
 
     @abstractmethod
     def pick(self, rgb: np.ndarray, depth: np.ndarray, radius: int, rng: random.Random,

@@ -15,8 +15,6 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task, Video
 from tasks.video.common import frames_of, video_part
 
-_MAX_CHOICE_CLIPS = 4  # 4! = 24 lettered options; 5! = 120 would not fit the alphabet or a prompt
-
 
 class TemporalJigsaw(Task):
     """Shuffle equal consecutive clips of a video and ask for the clip numbers in chronological order.
@@ -56,10 +54,7 @@ class TemporalJigsaw(Task):
             raise ValueError(f"clips must be >= 2, got {clips}")
         if not 0 <= trim < 0.5:
             raise ValueError(f"trim must be in [0, 0.5), got {trim}")
-        if style not in ("order", "choice"):
-            raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
-        if style == "choice" and clips > _MAX_CHOICE_CLIPS:
-            raise ValueError(f"style='choice' allows at most {_MAX_CHOICE_CLIPS} clips, got {clips}")
+        answers.check_order_style(style, clips, "clips")
         answers.check_permutation_reward(reward, partial_credit)
         self.clips, self.trim, self.composite = clips, trim, composite
         self.style, self.reward, self.partial_credit = style, reward, partial_credit
