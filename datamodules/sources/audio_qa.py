@@ -8,6 +8,7 @@ from pathlib import Path
 
 from datamodules.sources.audio_folder import check_decoding, decode
 from datamodules.sources.base import Source
+from datamodules.sources.jsonl import inside
 from tasks import AudioQA
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,7 @@ class AudioQAJsonl(Source):
             answer = choices[answer]
         if answer not in choices:
             raise ValueError(f"answer {answer!r} is not one of the choices"[:200])
-        audio = (self.root / name).resolve()
-        if not audio.is_relative_to(self.root):
-            raise ValueError(f"audio path {name!r} leaves the dataset root {str(self.root)!r}")
-        if not audio.is_file():
-            raise ValueError(f"no audio file at {str(audio)!r}")
+        audio = inside(self.root, name)  # no escape from the root (.., absolute, symlinks); an existing file
         return {"audio": str(audio), "question": question, "choices": list(choices), "answer": answer}
 
     def __len__(self) -> int:

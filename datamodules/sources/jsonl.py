@@ -1,5 +1,5 @@
-"""Reading JSONL episode files whose media paths must stay inside a dataset root (shared by the GUI and
-frame-pair sources)."""
+"""Reading JSONL files whose media paths must stay inside a dataset root (shared by the GUI, frame-pair and
+audio QA sources)."""
 
 from __future__ import annotations
 
