@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-import torch.distributed as dist
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
-from zoo.grpo.metrics import Means
+from zoo.grpo.metrics import Means, gather_objects
 
 PROGRESS_BAR = ("train/reward", "train/grpo/kl")
 
@@ -76,11 +75,7 @@ def _skips(datamodule) -> dict[str, float]:
     collective call when distributed: every rank calls it at the same step)."""
     if not hasattr(datamodule, "skip_counts"):
         return {}
-    counts = datamodule.skip_counts
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        everyone = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, counts)
-        counts = dict(sum((Counter(c) for c in everyone), Counter()))
+    counts = sum((Counter(c) for c in gather_objects(datamodule.skip_counts)), Counter())
     named = {f"data/skipped/{source}/{kind}": float(n) for (source, kind), n in sorted(counts.items())}
     return {"data/skipped": float(sum(counts.values())), **named}
 

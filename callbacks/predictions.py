@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch.distributed as dist
 from lightning.pytorch import Callback
 
 from callbacks.metrics import evaluated_at
 from tasks import answers
+from zoo.grpo.metrics import gather_objects
 
 
 class Predictions(Callback):
@@ -53,10 +53,7 @@ class Predictions(Callback):
         rows, self._rows = self._rows, []
         if not self.filename or trainer.sanity_checking:
             return
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            everyone = [None] * dist.get_world_size()
-            dist.all_gather_object(everyone, rows)
-            rows = [row for part in everyone for row in part]
+        rows = [row for part in gather_objects(rows) for row in part]
         if trainer.is_global_zero and rows:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:

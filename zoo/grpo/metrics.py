@@ -28,13 +28,19 @@ class Means:
 
     def result(self) -> dict[str, float]:
         """Means over all ranks (a collective call when distributed: every rank must call it)."""
-        merged = dict(self.sums)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            everyone = [None] * dist.get_world_size()
-            dist.all_gather_object(everyone, merged)  # names may differ between ranks
-            merged = defaultdict(lambda: [0.0, 0.0])
-            for part in everyone:
-                for name, (total, count) in part.items():
-                    merged[name][0] += total
-                    merged[name][1] += count
+        merged = defaultdict(lambda: [0.0, 0.0])
+        for part in gather_objects(dict(self.sums)):  # names may differ between ranks
+            for name, (total, count) in part.items():
+                merged[name][0] += total
+                merged[name][1] += count
         return {name: total / count for name, (total, count) in sorted(merged.items()) if count > 0}
+
+
+def gather_objects(obj) -> list:
+    """``obj`` of every rank, in rank order (``[obj]`` when not distributed; a collective call when it is:
+    every rank must call it)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, obj)
+        return everyone
+    return [obj]
