@@ -7,6 +7,8 @@ from pathlib import Path
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
+from callbacks.metrics import run_path
+
 PANELS = (("reward", "reward"), ("accuracy", "accuracy"), ("KL to reference", "kl"))
 
 
@@ -27,7 +29,7 @@ class TrainingCurves(Callback):
         self.path: Path | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename  # a collective: all ranks
+        self.path = run_path(trainer, self.filename)
 
     def _add(self, name: str, step: int, value) -> None:
         self.series.setdefault(name, []).append((step, float(value)))

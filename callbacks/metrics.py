@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
@@ -78,6 +79,12 @@ def _skips(datamodule) -> dict[str, float]:
     counts = sum((Counter(c) for c in gather_objects(datamodule.skip_counts)), Counter())
     named = {f"data/skipped/{source}/{kind}": float(n) for (source, kind), n in sorted(counts.items())}
     return {"data/skipped": float(sum(counts.values())), **named}
+
+
+def run_path(trainer, filename: str) -> Path:
+    """``filename`` in the run directory (the logger's, else the trainer's root). ``trainer.log_dir`` is a
+    collective under DDP: every rank must call this, e.g. from ``setup``."""
+    return Path(trainer.log_dir or trainer.default_root_dir) / filename
 
 
 def evaluated_at(trainer) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lightning.pytorch import Callback
 
-from callbacks.metrics import evaluated_at
+from callbacks.metrics import evaluated_at, run_path
 from tasks import answers
 from zoo.grpo.metrics import gather_objects
 
@@ -31,8 +31,7 @@ class Predictions(Callback):
         self._rows: list[dict] = []
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        # every rank asks: trainer.log_dir is a collective under DDP
-        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+        self.path = run_path(trainer, self.filename)
 
     def _collect(self, trainer, split: str, outputs) -> None:
         if not self.filename or not outputs or "rollout" not in outputs or trainer.sanity_checking:

@@ -11,6 +11,8 @@ from lightning.pytorch import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 from PIL import Image
 
+from callbacks.metrics import run_path
+
 THUMB_HEIGHT = 128  # pixels of each image / frame in the TensorBoard strip
 MAX_FRAMES = 8  # frames of a video shown (evenly spaced)
 
@@ -37,8 +39,7 @@ class RolloutSampler(Callback):
         self.path: Path | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        # every rank asks: trainer.log_dir is a collective under DDP
-        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+        self.path = run_path(trainer, self.filename)
 
     def _write(self, trainer, split: str, outputs: dict, limit: int) -> int:
         rollout, rewards = outputs["rollout"], outputs["rewards"]
