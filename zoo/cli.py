@@ -134,7 +134,14 @@ def bench_main(args: list[str]) -> None:
     bench(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main}
+def preview_main(args: list[str]) -> None:
+    """``zoo preview``: a contact sheet of what the policy sees, from the data section alone (see `zoo.preview`)."""
+    from zoo.preview import main as preview
+
+    preview(args)
+
+
+COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main}
 
 
 def main(args: list[str] | None = None) -> None:
