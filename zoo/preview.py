@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from tasks import Example, Task
 from tasks.pointcloud.common import FAR, NEAR, normalize, render_depth
+
+log = logging.getLogger(__name__)
 
 TILE_WIDTH = 480  # pixels of one example's tile
 PANEL_HEIGHT = 112  # pixels of each image, frame, spectrogram or projection
@@ -68,7 +72,8 @@ def panels(example: Example, item: Any = None) -> list[Panel]:
         try:
             drawn = _part_panels(part, max(2, MAX_FRAMES // max(videos, 1)))
         except Exception as err:  # one odd part must not hide the rest of the sheet
-            drawn = [_note(f"cannot draw {part['type']}: {err}")]
+            log.warning("%s: cannot draw its %s part %d: %s", example.uid or example.task, part["type"], number, err)
+            drawn = [_note(f"cannot draw {part['type']}", str(err))]
         if len(media) > 1:  # numbered in prompt order, as the prompt's "Piece 2:<image>" refers to them
             drawn[0].caption = f"{number}: {drawn[0].caption}"
         out += drawn
@@ -81,7 +86,10 @@ def _part_panels(part: dict, max_frames: int) -> list[Panel]:
     kind = part["type"]
     if kind == "image":
         image = part["image"]
-        image = image if isinstance(image, Image.Image) else Image.fromarray(np.asarray(image, np.uint8))
+        if isinstance(image, (str, Path)):  # a local file, as some chat formats give images
+            image = Image.open(image)
+        elif not isinstance(image, Image.Image):
+            image = Image.fromarray(np.asarray(image, np.uint8))
         return [Panel(image.convert("RGB"), f"{image.width}x{image.height}")]
     if kind == "video":
         frames, fps = part["video"], float(part.get("fps") or 1.0)  # [T, H, W, 3]
@@ -95,11 +103,15 @@ def _part_panels(part: dict, max_frames: int) -> list[Panel]:
     if kind == "point_cloud":
         points = np.asarray(part["points"], np.float32)  # [P, 3 | 6]
         return [Panel(render_depth(normalize(points), PANEL_HEIGHT), f"{len(points)} points, front view")]
-    return [_note(f"<{kind}> not drawn")]
+    return [_note(f"<{kind}> not drawn", f"preview cannot draw {kind} parts; the policy gets it as it is")]
 
 
-def _note(text: str) -> Panel:
-    return Panel(Image.new("RGB", (PANEL_HEIGHT, PANEL_HEIGHT), (235, 235, 235)), text[:60])
+def _note(caption: str, message: str = "") -> Panel:
+    """A grey panel holding ``message`` (what could not be drawn, and why)."""
+    image = Image.new("RGB", (2 * PANEL_HEIGHT, PANEL_HEIGHT), (225, 225, 225))
+    lines = _wrap(message, _font(), image.width - 8, PANEL_HEIGHT // (FONT_SIZE + 2))
+    ImageDraw.Draw(image).multiline_text((4, 4), "\n".join(lines), fill=(120, 0, 0), font=_font(), spacing=2)
+    return Panel(image, caption)
 
 
 def _ramp(values: np.ndarray, stops: np.ndarray) -> np.ndarray:
@@ -127,7 +139,7 @@ def _depth_panel(depth: np.ndarray) -> Panel:
     """The item's depth map, orange near to blue far (as point-cloud renders), invalid pixels black."""
     valid = np.isfinite(depth) & (depth > 0)
     if not valid.any():
-        return _note("depth: no valid pixels")
+        return _note("depth", "no valid depth pixels")
     near, far = float(depth[valid].min()), float(depth[valid].max())
     scaled = np.where(valid, (depth - near) / max(far - near, 1e-6), 0)  # [H, W] 0 near .. 1 far
     rgb = np.where(valid[..., None], _ramp(scaled, np.stack([NEAR, FAR]) * 255), 0).astype(np.uint8)
@@ -172,7 +184,8 @@ def tile(item: Shown, number: int) -> Image.Image:
     line = FONT_SIZE + 4
     pictures = panels(item.example, item.item)
     if len(pictures) > MAX_PANELS:
-        pictures = pictures[:MAX_PANELS - 1] + [_note(f"+{len(pictures) - MAX_PANELS + 1} more")]
+        more = len(pictures) - MAX_PANELS + 1
+        pictures = pictures[:MAX_PANELS - 1] + [_note(f"+{more} more", f"{more} more pictures not drawn")]
     placed, x, y = [], PAD, PAD
     for panel in pictures:
         image = _fit(panel.image, inner)

@@ -49,6 +49,19 @@ def test_every_task_renders_what_the_policy_sees(cls, tmp_path):
         assert any(p.caption.startswith("depth") for p in drawn)
 
 
+def test_image_files_are_opened_and_unknown_parts_noted_not_fatal(tmp_path, caplog):
+    make_item("image").save(tmp_path / "a.png")
+    content = [{"type": "image", "image": str(tmp_path / "a.png")}, {"type": "mesh", "mesh": None},
+               {"type": "image", "image": str(tmp_path / "missing.png")}, {"type": "text", "text": "Which?"}]
+    example = tasks.Example([{"role": "user", "content": content}], "A", "probe")
+    captions = [p.caption for p in preview.panels(example)]
+    assert captions[0] == "1: 112x84" and captions[1] == "2: <mesh> not drawn"
+    assert captions[2] == "3: cannot draw image"
+    assert "missing.png" in caplog.text
+    sheet = preview.contact_sheet([preview.Shown(example, "A")])
+    assert _media_area(sheet).std() > 10
+
+
 def test_spectrogram_puts_a_tone_in_its_frequency_row():
     rate = 16000
     t = np.arange(rate) / rate
