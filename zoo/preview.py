@@ -102,7 +102,9 @@ def _part_panels(part: dict, max_frames: int) -> list[Panel]:
         return [Panel(image, f"{len(wave) / rate:.2f}s, {rate} Hz, 0-{rate // 2000} kHz")]
     if kind == "point_cloud":
         points = np.asarray(part["points"], np.float32)  # [P, 3 | 6]
-        return [Panel(render_depth(normalize(points), PANEL_HEIGHT), f"{len(points)} points, front view")]
+        inside = bool(np.abs(points[:, :3]).max(initial=0) <= 1)  # as given, so slabs keep their sizes
+        caption = f"{len(points)} points, front view{'' if inside else ', rescaled'}"
+        return [Panel(render_depth(points if inside else normalize(points), PANEL_HEIGHT), caption)]
     return [_note(f"<{kind}> not drawn", f"preview cannot draw {kind} parts; the policy gets it as it is")]
 
 

@@ -149,7 +149,11 @@ def test_unreadable_items_are_reported_not_fatal(tmp_path, capsys):
     assert "skipped 1 item(s) of ImageFolder: unreadable" in printed
 
 
-def test_a_missing_dataset_is_one_clear_line(tmp_path):
-    with pytest.raises(SystemExit, match="ImageFolder root .* is not an existing directory"):
-        main(["preview", "--config", str(ROOT / "configs/papers/ssl4rl_rotation.yaml"), "--out",
-              str(tmp_path / "x.png")])
+@pytest.mark.parametrize("config, args, message", [
+    ("papers/ssl4rl_rotation.yaml", [], "cannot build the data section: FileNotFoundError: ImageFolder root"),
+    ("quickstart.yaml", ["--data.init_args.val_size", "0", "--split", "val"], "has no val examples"),
+    ("quickstart.yaml", ["--data.init_args.epoch_size", "4"], "holds no full global batch")])
+def test_what_would_stop_the_run_is_one_clear_line(config, args, message, tmp_path):
+    with pytest.raises(SystemExit, match=message):
+        main(["preview", "--config", str(ROOT / "configs" / config), *args, "--out", str(tmp_path / "x.png")])
+    assert not (tmp_path / "x.png").exists()
