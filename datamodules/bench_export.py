@@ -130,20 +130,24 @@ def export_set(task: Task, name: str, source: Source, n: int, seed: int, folder:
     data = held_out(task, source, n, seed)
     kinds, count = set(), 0
     with open(folder / "examples.jsonl", "w", encoding="utf-8") as f:
-        for batch in data.test_dataloader():
-            for example in batch:
-                kinds |= {part["type"] for m in example.messages if not isinstance(m["content"], str)
-                          for part in m["content"]}
-                f.write(json.dumps(record(task, example, name, count, folder), sort_keys=True) + "\n")
-                count += 1
+        for example in (ex for batch in data.test_dataloader() for ex in batch):
+            if count == n:
+                break
+            kinds |= {part["type"] for m in example.messages if not isinstance(m["content"], str)
+                      for part in m["content"]}
+            f.write(json.dumps(record(task, example, name, count, folder), sort_keys=True) + "\n")
+            count += 1
     skipped = {kind: k for (_, kind), k in sorted(data.skip_counts.items())}
     return {"examples": count, "skipped": skipped, "content": sorted(kinds | {"text"})}
 
 
 def held_out(task: Task, source: Source, n: int, seed: int) -> PretextDataModule:
-    """A data module whose test set is the ``n`` benchmark examples of ``task`` on ``source``: example ``i`` is a
-    pure function of ``(seed, i)`` and item ``i`` of the source (an unusable item is skipped and replaced)."""
-    return PretextDataModule(source, task, batch_size=min(n, 16), val_source=source, val_size=n, seed=seed)
+    """A data module whose test set starts with the ``n`` benchmark examples of ``task`` on ``source``: example
+    ``i`` is a pure function of ``(seed, i)`` and item ``i`` of the source (an unusable item is skipped and
+    replaced). A task that pairs items (`tasks.Contrastive`) draws its partners among the first ``n`` items
+    (at least two), so its examples depend on ``n`` too."""
+    pool = max(n, 1 + task.partners)
+    return PretextDataModule(source, task, batch_size=min(pool, 16), val_source=source, val_size=pool, seed=seed)
 
 
 def record(task: Task, example: Example, name: str, index: int, folder: Path) -> dict:

@@ -5,6 +5,7 @@ folder, or list the levels. Evaluate an export with ``zoo test --config configs/
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import yaml
@@ -26,12 +27,39 @@ def parse_source(value: str) -> dict:
 
 def levels_table() -> list[tuple[str, str, str]]:
     """``(task class, task name, levels with their arguments)`` rows."""
-    return [(cls.__name__, cls.name, "; ".join(f"{level} {args or '(defaults)'}" for level, args in named.items()))
+    def shown(args: dict) -> str:
+        return ", ".join(f"{key}={json.dumps(value)}" for key, value in args.items()) or "defaults"
+
+    return [(cls.__name__, cls.name, "; ".join(f"{level} ({shown(args)})" for level, args in named.items()))
             for cls, named in LEVELS.items()]
 
 
+def report(predictions: str) -> str:
+    """A Markdown table of the mean reward parts per task level in a ``predictions.jsonl`` of ``zoo test``
+    (the last evaluation in the file when it holds several)."""
+    rows = [json.loads(line) for line in Path(predictions).read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{predictions} holds no predictions")
+    last = [row for row in rows if (row["split"], row["at"]) == (rows[-1]["split"], rows[-1]["at"])]
+    by_set: dict[str, list[dict]] = {}
+    for row in last:
+        by_set.setdefault(row["task"], []).append(row["parts"])
+    lines = [f"{rows[-1]['split']} at {rows[-1]['at']}", "", "| task@level | n | accuracy | exact | format |",
+             "|---|---|---|---|---|"]
+    for name, parts in sorted(by_set.items()):
+        means = [_mean(parts, key) for key in ("accuracy", "exact", "format")]
+        lines.append(f"| {name} | {len(parts)} | " + " | ".join(means) + " |")
+    return "\n".join(lines)
+
+
+def _mean(parts: list[dict], key: str) -> str:
+    values = [p[key] for p in parts if key in p]
+    return f"{sum(values) / len(values):.3f}" if values else "-"
+
+
 def main(args: list[str]) -> None:
-    """``zoo pretext-bench export --out DIR [...]`` or ``zoo pretext-bench levels``."""
+    """``zoo pretext-bench export --out DIR [...]``, ``zoo pretext-bench levels`` or ``zoo pretext-bench report
+    --predictions FILE``."""
     parser = argparse.ArgumentParser(prog="zoo pretext-bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     out = commands.add_parser("export", help="write the benchmark examples, media and manifest to a folder")
@@ -46,7 +74,12 @@ def main(args: list[str]) -> None:
     out.add_argument("--answer-format", default="tags", choices=["tags", "boxed", "bare"])
     out.add_argument("--think", action="store_true", help="ask for <think>...</think> before the answer")
     commands.add_parser("levels", help="print every task's difficulty levels")
+    scores = commands.add_parser("report", help="a Markdown table of the scores per task level of a zoo test run")
+    scores.add_argument("--predictions", required=True, help="the predictions.jsonl a zoo test run wrote")
     options = parser.parse_args(args)
+    if options.command == "report":
+        print(report(options.predictions))
+        return
     if options.command == "levels":
         for row in levels_table():
             print("  ".join(row))
