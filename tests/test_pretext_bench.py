@@ -20,6 +20,7 @@ from tasks import Task, answers
 from tasks.levels import LABELLED, LEVELS, level_id
 from tests.helpers import discover, make_item
 from zoo.pretext_bench import main as bench_cli
+from zoo.pretext_bench import report
 
 # one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI, frame pairs)
 MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_order@3points",
@@ -225,6 +226,15 @@ def test_zoo_test_on_an_export_logs_accuracy_per_task_and_level(mixed, tmp_path,
     assert not any("audio" in key for key in logged)
     rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
     assert sorted({r["task"] for r in rows}) == ["jigsaw@3x3", "temporal_jigsaw@4clips"] and len(rows) == 6
+    table = report(str(run / "predictions.jsonl"))
     for name in ("jigsaw@3x3", "temporal_jigsaw@4clips"):
         mine = [r["parts"]["accuracy"] for r in rows if r["task"] == name]
         assert float(logged[f"test/{name}/accuracy"]) == pytest.approx(sum(mine) / len(mine))
+        assert f"| {name} | 3 | {sum(mine) / len(mine):.3f} | " in table
+
+
+def test_levels_command_prints_every_level(capsys):
+    bench_cli(["levels"])
+    out = capsys.readouterr().out
+    assert "Jigsaw  jigsaw  2x2 (rows=2, cols=2); 3x3 (rows=3, cols=3)" in out
+    assert len(out.splitlines()) == len(LEVELS)
