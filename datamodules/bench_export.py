@@ -103,14 +103,17 @@ def export(out: str, pairs: list[tuple[type[Task], str]], n: int = 100, seed: in
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    unused = sorted(set(sources or {}) - {cls.modality for cls, _ in pairs})
+    if unused:
+        raise ValueError(f"sources are given for {unused} items, which no chosen task takes")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    specs = {m: s for m, s in (sources or {}).items()}
-    sets, built = {}, {}
+    specs, built, sets = dict(sources or {}), {}, {}
     for cls, level in pairs:
-        spec = specs.setdefault(cls.modality, default_source_spec(cls.modality, seed))
         if cls.modality not in built:
-            built[cls.modality] = build_source(spec)
+            specs.setdefault(cls.modality, default_source_spec(cls.modality, seed))
+            built[cls.modality] = build_source(specs[cls.modality])
+        spec = specs[cls.modality]
         arguments = level_arguments(cls, level, **(common or {}))
         name = level_id(cls.name, level)
         sets[name] = {"task": {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": arguments},

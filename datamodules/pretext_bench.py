@@ -88,7 +88,7 @@ class PretextBench(LightningDataModule):
         if self._records is None:
             self._records = []
             for name in self._tasks:
-                good = read_lines(self.root / name, self.skipped, name)
+                good = read_lines(self.root / name, self.manifest["sets"][name]["examples"], self.skipped, name)
                 self._records += [(name, line) for line in good]
                 rank_zero_info(f"[zoo] pretext bench {name}: {len(good)} examples, {self.skipped[name]} skipped")
             if not self._records:
@@ -111,9 +111,12 @@ def read_manifest(root: Path) -> dict:
     path = root / "manifest.json"
     if not path.is_file():
         raise FileNotFoundError(f"{str(root)!r} holds no manifest.json: export one with `zoo pretext-bench export`")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT or not isinstance(manifest.get("sets"), dict):
-        raise ValueError(f"{path} is not a {FORMAT} manifest (format {manifest.get('format')!r})")
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not JSON ({err}); export the benchmark again") from err
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("sets"), dict):
+        raise ValueError(f"{path} is not a {FORMAT} manifest")
     return manifest
 
 
@@ -126,13 +129,16 @@ def rebuild_task(spec: dict) -> Task:
     return cls(**spec.get("init_args", {}))
 
 
-def read_lines(folder: Path, skips: Counter, name: str) -> list[dict]:
-    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others counted and logged."""
+def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[dict]:
+    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
+    the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
-    if not path.is_file():
-        log.warning("skipping pretext bench set %s: %s is missing", name, path)
-        return good
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    if len(lines) < expected:
+        skips[name] += expected - len(lines)
+        log.warning("skipping %d examples of %s: %s holds %d of the %d lines the manifest counts",
+                    expected - len(lines), name, path, len(lines), expected)
+    for number, text in enumerate(lines, 1):
         try:
             line = json.loads(text)
             to_example(folder, line)

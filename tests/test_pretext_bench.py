@@ -152,6 +152,8 @@ def test_a_source_option_replaces_the_default_of_its_modality(tmp_path):
     assert entry["task"]["init_args"]["answer_format"] == "bare"
     (example, _) = next(iter(PretextBench(str(tmp_path), batch_size=2).test_dataloader()))
     assert example.messages[0]["content"][0]["image"].size == (64, 64)
+    with pytest.raises(ValueError, match="no chosen task takes"):
+        bench_cli(["export", "--out", str(tmp_path), "--tasks", "audio_jigsaw", "--source", "SyntheticScenes"])
 
 
 def test_corrupt_missing_and_altered_files_are_skipped_counted_and_logged(mixed, tmp_path, caplog):
@@ -165,14 +167,16 @@ def test_corrupt_missing_and_altered_files_are_skipped_counted_and_logged(mixed,
     Image.open(clip).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(clip)
     with open(root / "pointcloud_jigsaw@3slabs/examples.jsonl", "a") as f:
         f.write('{"uid": "broken"\n')
+    (root / "embodied_inverse_dynamics@default/examples.jsonl").unlink()
     with caplog.at_level(logging.WARNING):
         bench = PretextBench(str(root), batch_size=4)
         uids = [ex.uid for batch in bench.test_dataloader() for ex in batch]
     assert dict(bench.skipped) == {"jigsaw@3x3": 1, "audio_jigsaw@4segments": 1, "temporal_jigsaw@4clips": 1,
-                                   "pointcloud_jigsaw@3slabs": 1}
-    assert len(uids) == 3 * len(MIXED) - 3 and "jigsaw@3x3:0" not in uids and "jigsaw@3x3:1" in uids
+                                   "pointcloud_jigsaw@3slabs": 1, "embodied_inverse_dynamics@default": 3}
+    assert len(uids) == 3 * len(MIXED) - 6 and "jigsaw@3x3:0" not in uids and "jigsaw@3x3:1" in uids
     logged = caplog.text
     assert "000000-0.png" in logged and "000001-0.wav" in logged and "sha256" in logged and "line 4" in logged
+    assert "holds 0 of the 3 lines" in logged
 
 
 def test_a_manifest_naming_a_class_outside_tasks_is_refused(mixed, tmp_path):
