@@ -238,7 +238,9 @@ def test_zoo_test_on_an_export_logs_accuracy_per_task_and_level(mixed, tmp_path,
 
 
 def test_levels_command_prints_every_level(capsys):
-    bench_cli(["levels"])
+    from zoo.cli import main
+
+    main(["pretext-bench", "levels"])
     out = capsys.readouterr().out
     assert "Jigsaw  jigsaw  2x2 (rows=2, cols=2); 3x3 (rows=3, cols=3)" in out
     assert len(out.splitlines()) == len(LEVELS)
