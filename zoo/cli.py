@@ -2,7 +2,8 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings).
+``zoo bench`` (zoo vs TRL GRPOTrainer, same settings);
+``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
 """
 
 from __future__ import annotations
@@ -142,6 +143,16 @@ def preview_main(args: list[str]) -> None:
 
 
 COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main}
+
+
+def pretext_bench_main(args: list[str]) -> None:
+    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
+    from zoo.pretext_bench import main as pretext_bench
+
+    pretext_bench(args)
+
+
+COMMANDS["pretext-bench"] = pretext_bench_main
 
 
 def main(args: list[str] | None = None) -> None:
