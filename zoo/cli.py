@@ -142,9 +142,6 @@ def preview_main(args: list[str]) -> None:
     preview(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main}
-
-
 def pretext_bench_main(args: list[str]) -> None:
     """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
     from zoo.pretext_bench import main as pretext_bench
@@ -152,7 +149,8 @@ def pretext_bench_main(args: list[str]) -> None:
     pretext_bench(args)
 
 
-COMMANDS["pretext-bench"] = pretext_bench_main
+COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
+            "pretext-bench": pretext_bench_main}
 
 
 def main(args: list[str] | None = None) -> None:
