@@ -3,6 +3,7 @@
 from datamodules.sources.audio_folder import AudioFolder
 from datamodules.sources.audio_qa import AudioQAJsonl
 from datamodules.sources.base import Source
+from datamodules.sources.benchmarks import GroundingBenchmark, MCQBenchmark, MomentBenchmark
 from datamodules.sources.frame_pairs import FramePairs
 from datamodules.sources.gui_trajectories import GUITrajectories
 from datamodules.sources.image_folder import ImageFolder
@@ -17,7 +18,8 @@ from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "ImageFolder", "PointCloudFolder",
+__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "GroundingBenchmark", "ImageFolder",
+           "MCQBenchmark", "MomentBenchmark", "PointCloudFolder",
            "RGBDFolder", "Source", "SyntheticAudio", "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds",
            "SyntheticRGBD", "SyntheticScenes",
            "SyntheticVideos", "VideoFolder"]
