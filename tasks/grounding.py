@@ -76,7 +76,7 @@ def parse_box(answer: str) -> list[float] | None:
     ``{"bbox_2d": [...]}`` (alone, in a one-element list, or in a code fence); None for anything else."""
     text = _FENCE.fullmatch(answer.strip())
     text = _QWEN2_TOKENS.sub("", text[1] if text else answer).strip()
-    if text.startswith("{") or text.startswith("[{"):
+    if re.match(r"(?:\[\s*)?\{", text):
         box = _json_box(text)
     else:
         match = _FLAT.fullmatch(re.sub(r"[\s\[\]()]", "", text))
