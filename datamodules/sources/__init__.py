@@ -3,10 +3,12 @@
 from datamodules.sources.audio_folder import AudioFolder
 from datamodules.sources.audio_qa import AudioQAJsonl
 from datamodules.sources.base import Source
-from datamodules.sources.benchmarks import GroundingBenchmark, MCQBenchmark, MomentBenchmark
 from datamodules.sources.frame_pairs import FramePairs
+from datamodules.sources.grounding_benchmark import GroundingBenchmark
 from datamodules.sources.gui_trajectories import GUITrajectories
 from datamodules.sources.image_folder import ImageFolder
+from datamodules.sources.mcq_benchmark import MCQBenchmark
+from datamodules.sources.moment_benchmark import MomentBenchmark
 from datamodules.sources.point_cloud_folder import PointCloudFolder
 from datamodules.sources.rgbd_folder import RGBDFolder
 from datamodules.sources.synthetic import SyntheticScenes
