@@ -85,6 +85,8 @@ class MultipleChoice(Task):
         if len(choices) < 2 or len(set(choices)) != len(choices) or item.answer not in choices:
             raise SkipItem(f"{_name(item)}: need >= 2 distinct choices containing the answer, got {choices} with "
                            f"answer {item.answer!r}")
+        if self.labels == "letters" and len(choices) > 26:
+            raise SkipItem(f"{_name(item)}: {len(choices)} choices, more than letters A-Z")
         media = self.media(item)
         if self.shuffle_choices:
             rng.shuffle(choices)

@@ -28,12 +28,20 @@ class Benchmark(Source):
             ``.txt`` file, or a folder of ``.parquet`` shards (a Hugging Face dataset download).
         root: Folder that media paths in the rows are relative to (and may not leave); ``None`` means the folder
             holding ``path`` (``path`` itself when it is a folder).
+        path_format: Turns a media path cell into a path under ``root``, e.g. ``"Charades_v1_480/{}.mp4"`` for
+            bare ids.
         limit: Keep only the first this many usable items (a quick look at a large benchmark).
     """
 
-    def __init__(self, path: str, root: str | None = None, limit: int | None = None):
+    def __init__(self, path: str, root: str | None = None, path_format: str = "{}", limit: int | None = None):
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be >= 1 or None, got {limit}")
+        try:
+            if path_format.format("x") == path_format:
+                raise ValueError
+        except (ValueError, IndexError, KeyError):
+            raise ValueError(f"path_format must hold one {{}} for the cell, got {path_format!r}") from None
+        self.path_format = path_format
         owner = type(self).__name__
         files = tables.table_files(path, owner)
         if any(file.suffix == ".parquet" for file in files):
@@ -70,9 +78,14 @@ class Benchmark(Source):
     def describe(self, index: int) -> str:
         return self.records[index]["name"]
 
-    def images(self, row: dict, column: str, name: str, path_format: str = "{}", strings: str = "path") -> list:
-        """The image references of a row's cell, each checked by decoding it; ValueError if one cannot be."""
-        refs = tables.media_refs(tables.cell(row, column), self.root, path_format, strings)
+    def media(self, row: dict, column: str) -> list:
+        """The media references (bytes or files inside ``root``) of a row's cell."""
+        return tables.media_refs(tables.cell(row, column), self.root, self.path_format)
+
+    def images(self, row: dict, column: str, name: str, strings: str = "path") -> list:
+        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError if one cannot
+        be."""
+        refs = tables.media_refs(tables.cell(row, column), self.root, self.path_format, strings)
         sizes = []
         for ref in refs:
             try:

@@ -27,17 +27,16 @@ class GroundingBenchmark(Benchmark):
         expressions: Column of the referring expression: a string, or a list of strings (several sentences
             for one object).
         bbox: Column of the box.
-        path_format: Turns a path cell into a path under ``root``, e.g. ``"train2014/{}"``.
-        **kwargs: ``root`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
     """
 
     modality = "referring"
 
     def __init__(self, path: str, box_format: Literal["xywh", "xyxy"], image: str = "image",
-                 expressions: str = "expression", bbox: str = "bbox", path_format: str = "{}", **kwargs):
+                 expressions: str = "expression", bbox: str = "bbox", **kwargs):
         if box_format not in ("xywh", "xyxy"):
             raise ValueError(f"box_format must be 'xywh' or 'xyxy', got {box_format!r}")
-        self.box_format, self.path_format = box_format, path_format
+        self.box_format = box_format
         self.columns = dict(image=image, expressions=expressions, bbox=bbox)
         super().__init__(path, **kwargs)
 
@@ -47,7 +46,7 @@ class GroundingBenchmark(Benchmark):
             raise ValueError(f"bad box: {value!r} is not four numbers"[:200])
         x, y, a, b = (tables.number(v, "box") for v in value)
         box = [x, y, x + a, y + b] if self.box_format == "xywh" else [x, y, a, b]
-        ((ref, (width, height)),) = self.images(row, self.columns["image"], name, self.path_format)
+        ((ref, (width, height)),) = self.images(row, self.columns["image"], name)
         if min(box) < -_BOX_SLACK or box[2] > width + _BOX_SLACK or box[3] > height + _BOX_SLACK:
             raise ValueError(f"box outside the image: {box} in {width} x {height}")
         box = [min(max(v, 0.0), limit) for v, limit in zip(box, (width, height, width, height), strict=True)]

@@ -35,14 +35,13 @@ class MCQBenchmark(Benchmark):
         video: Column of video paths.
         audio: Column of HF ``Audio`` structs, bytes or paths (MMAU: ``audio_id``).
         image_strings: What a string image cell holds: a ``"path"`` or ``"base64"`` bytes (MMBench's TSV).
-        path_format: Turns a path cell into a path under ``root``, e.g. ``"videos/{}.mp4"`` for bare ids.
         sampling_rate: Audio samples per second.
         clip_seconds: Longest audio clip (its middle); ``None`` keeps recordings whole.
         num_frames: Frames per video (``None``: by ``fps``).
         fps: Video frames per second when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; ``None`` keeps the stored size.
-        **kwargs: ``root`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
     """
 
     modality = "mcq"
@@ -51,7 +50,7 @@ class MCQBenchmark(Benchmark):
                  answer: str = "answer", answer_as: Literal["letter", "text", "index"] = "text",
                  hint: str | None = None, image: str | None = None, video: str | None = None,
                  audio: str | None = None, image_strings: Literal["path", "base64"] = "path",
-                 path_format: str = "{}", sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
+                 sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
                  num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
                  max_pixels: int | None = 256 * 256, **kwargs):
         if answer_as not in ("letter", "text", "index") or image_strings not in ("path", "base64"):
@@ -63,7 +62,7 @@ class MCQBenchmark(Benchmark):
         check_sampling(**self.video_sampling)
         self.columns = dict(question=question, choices=choices, answer=answer, hint=hint, image=image, video=video,
                             audio=audio)
-        self.answer_as, self.image_strings, self.path_format = answer_as, image_strings, path_format
+        self.answer_as, self.image_strings = answer_as, image_strings
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         super().__init__(path, **kwargs)
 
@@ -74,15 +73,16 @@ class MCQBenchmark(Benchmark):
             question = f"Hint: {row[columns['hint']]}\n{question}"
         choices = self._choices(row)
         truth = self._answer(tables.cell(row, columns["answer"]), choices)
-        media = [("image", ref) for ref, _ in self.images(row, columns["image"], name, self.path_format,
-                                                          self.image_strings)] if columns["image"] else []
+        media = []
+        if columns["image"]:
+            media += [("image", ref) for ref, _ in self.images(row, columns["image"], name, self.image_strings)]
         if columns["video"]:
-            refs = tables.media_refs(tables.cell(row, columns["video"]), self.root, self.path_format)
+            refs = self.media(row, columns["video"])
             if any(isinstance(ref, bytes) for ref in refs):
                 raise ValueError("bad video: videos must be files, not bytes")
             media += [("video", ref) for ref in refs]
         if columns["audio"]:
-            refs = tables.media_refs(tables.cell(row, columns["audio"]), self.root, self.path_format)
+            refs = self.media(row, columns["audio"])
             media += [("audio", _checked_audio(ref)) for ref in refs]
         return [{"name": name, "question": question, "choices": choices, "answer": truth, "media": media}]
 
@@ -90,8 +90,8 @@ class MCQBenchmark(Benchmark):
         spec = self.columns["choices"]
         if isinstance(spec, str):
             values = tables.cell(row, spec)
-            if not isinstance(values, list):
-                raise ValueError(f"bad choices: {spec!r} holds {type(values).__name__}, not a list")
+            if not isinstance(values, list) or any(tables.blank(v) for v in values):
+                raise ValueError(f"bad choices: {spec!r} holds {values!r}, not a list of options"[:200])
         else:
             values = [row.get(column) for column in spec if not tables.blank(row.get(column))]
         choices = [str(v).strip() for v in values]

@@ -26,19 +26,19 @@ class MomentBenchmark(Benchmark):
         end: Column of the end time.
         timestamps: Column holding ``[start, end]`` instead of ``start`` and ``end``.
         duration: Column of the video's length in seconds, when the file has one.
-        path_format: Turns a video cell into a path under ``root``, e.g. ``"Charades_v1_480/{}.mp4"``.
         num_frames: Frames per video (``None``: by ``fps``).
         fps: Frames per second of video when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest frame area; ``None`` keeps the stored size.
-        **kwargs: ``root`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format`` (``"Charades_v1_480/{}.mp4"`` for bare ids) and ``limit``, see
+            `Benchmark`.
     """
 
     modality = "moments"
 
     def __init__(self, path: str, video: str = "video", query: str = "query", start: str = "start",
                  end: str = "end", timestamps: str | None = None, duration: str | None = "duration",
-                 path_format: str = "{}", num_frames: int | None = None, fps: float | None = 1.0,
+                 num_frames: int | None = None, fps: float | None = 1.0,
                  max_frames: int = 64, max_pixels: int | None = 256 * 256, **kwargs):
         self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
                              trim=0.0)
@@ -46,12 +46,11 @@ class MomentBenchmark(Benchmark):
         require("decord", "video", "MomentBenchmark decodes videos with decord")  # before reading the file
         self.columns = dict(video=video, query=query, start=start, end=end, timestamps=timestamps,
                             duration=duration)
-        self.path_format = path_format
         super().__init__(path, **kwargs)
 
     def parse(self, row: dict, name: str) -> list[dict]:
         columns = self.columns
-        refs = tables.media_refs(tables.cell(row, columns["video"]), self.root, self.path_format)
+        refs = self.media(row, columns["video"])
         if len(refs) != 1 or isinstance(refs[0], bytes):
             raise ValueError("bad video: need one video file per row")
         query = tables.cell(row, columns["query"])

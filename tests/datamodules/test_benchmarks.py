@@ -99,6 +99,8 @@ def test_folder_of_parquet_shards_and_clear_errors(tmp_path):
         table_files(str(tmp_path / "nothing.parquet"), "MCQBenchmark")
     with pytest.raises(ValueError, match="no usable rows"):
         MCQBenchmark(str(tmp_path), image="image", answer_as="index")
+    with pytest.raises(ValueError, match="path_format"):
+        MCQBenchmark(str(tmp_path), image="image", path_format="videos/{id}.mp4")
 
 
 def test_missing_pyarrow_names_the_extra(tmp_path, monkeypatch):
