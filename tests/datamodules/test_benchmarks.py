@@ -134,3 +134,28 @@ def test_grounding_and_moment_items_make_examples(tmp_path):
 
     example = TemporalGrounding().make_example(Moments(Video(frames, 2.0), [("x", [1.0, 2.5])]), random.Random(0))
     assert example.answer == [1.0, 2.5] and "lasts 4.0 seconds" in example.prompt_text
+
+
+def test_video_paths_and_audio_structs_with_bytes(tmp_path):
+    pytest.importorskip("decord")
+    soundfile = pytest.importorskip("soundfile")
+    import io
+    import json
+
+    write_video(tmp_path / "clips" / "v1.mp4", 2.0)
+    (tmp_path / "q.jsonl").write_text(json.dumps({"video": "clips/v1.mp4", "question": "What moves?",
+                                                  "choices": ["a square", "a circle"], "answer": 0}) + "\n")
+    source = MCQBenchmark(str(tmp_path / "q.jsonl"), video="video", answer_as="index", num_frames=4)
+    (video,) = source[0].media
+    assert isinstance(video, Video) and video.frames.shape[0] == 4 and source[0].answer == "a square"
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros(4000, np.float32), 8000, format="WAV")
+    fx.write_parquet(tmp_path / "audio.parquet", [
+        {"audio": {"bytes": buffer.getvalue(), "path": "a.wav"}, "question": "?", "choices": ["x", "y"],
+         "answer": "y"},
+        {"audio": {"bytes": b"RIFF....WAVEjunk", "path": "b.wav"}, "question": "?", "choices": ["x", "y"],
+         "answer": "y"}])
+    source = MCQBenchmark(str(tmp_path / "audio.parquet"), audio="audio")
+    assert len(source) == 1 and source.skip_reasons == {"undecodable audio": 1}
+    (audio,) = source[0].media
+    assert audio.sampling_rate == 16000 and audio.duration == pytest.approx(0.5)
