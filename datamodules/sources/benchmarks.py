@@ -49,23 +49,26 @@ class Benchmark(Source):
         where = Path(path).expanduser()
         self.root = Path(root).expanduser().resolve() if root is not None else \
             (where if where.is_dir() else where.parent).resolve()
-        skips = RowSkips(owner, str(where))
-        self.records: list[dict] = []
-        for number, row in tables.read_rows(files, owner):
-            if limit is not None and len(self.records) >= limit:
+        self.records, skips = self._read(files, where, limit)
+        self.skipped_rows, self.skip_reasons = skips.count, dict(skips.reasons)
+        if not self.records:
+            raise ValueError(f"{owner}: no usable rows in {str(where)!r}")
+
+    def _read(self, files: list[Path], where: Path, limit: int | None) -> tuple[list[dict], RowSkips]:
+        """The records of every usable row (the first ``limit``), and the skipped rows, logged."""
+        skips = RowSkips(type(self).__name__, str(where))
+        records: list[dict] = []
+        for number, row in tables.read_rows(files, type(self).__name__):
+            if limit is not None and len(records) >= limit:
                 break
             try:
                 if not isinstance(row, dict) or "_error" in row:
                     raise ValueError(row.get("_error", "not an object") if isinstance(row, dict) else "not an object")
-                self.records.extend(self.parse(row, f"{where.name}[{number}]"))
+                records.extend(self.parse(row, f"{where.name}[{number}]"))
             except (ValueError, SkipItem) as err:
                 skips.add(number, str(err))
-        if limit is not None:
-            del self.records[limit:]  # a row of several sentences may pass the limit
         skips.report()
-        self.skipped_rows, self.skip_reasons = skips.count, dict(skips.reasons)
-        if not self.records:
-            raise ValueError(f"{owner}: no usable rows in {str(where)!r}")
+        return records[:limit], skips  # a row of several sentences may pass the limit
 
     @abstractmethod
     def parse(self, row: dict, name: str) -> list[dict]:

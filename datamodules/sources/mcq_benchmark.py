@@ -121,7 +121,8 @@ class MCQBenchmark(Benchmark):
             return tables.open_image(ref, name)
         if kind == "video":
             return decode_video(str(ref), **self.video_sampling)
-        return decode_audio(ref, self.sampling_rate, self.clip_seconds, name=f"{name} ({str(ref)[:100]})")
+        label = name if isinstance(ref, bytes) else str(ref)
+        return decode_audio(ref, self.sampling_rate, self.clip_seconds, name=label)
 
 
 def _checked_audio(ref):
