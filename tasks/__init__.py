@@ -5,9 +5,13 @@ from tasks.audio import *  # noqa: F403
 from tasks.base import Example, Reward, SkipItem, Task, Video
 from tasks.depth import *  # noqa: F403
 from tasks.depth.common import RGBD
+from tasks.grounding import Referring, ReferringGrounding
 from tasks.gui import *  # noqa: F403
 from tasks.image import *  # noqa: F403  (short class names on the command line)
+from tasks.mcq import MultipleChoice, Question
 from tasks.pointcloud import *  # noqa: F403
+from tasks.temporal_grounding import Moments, TemporalGrounding
 from tasks.video import *  # noqa: F403
 
-__all__ = ["RGBD", "Example", "Reward", "SkipItem", "Task", "Video", "answers"]
+__all__ = ["RGBD", "Example", "Moments", "MultipleChoice", "Question", "Referring", "ReferringGrounding", "Reward",
+           "SkipItem", "Task", "TemporalGrounding", "Video", "answers"]

@@ -77,6 +77,25 @@ def make_item(modality: str, seed: int = 0):
 
         return AudioQA(make_item("audio", seed), "What do you hear?", ["a chirp", "a dog", "speech", "rain"],
                        "a chirp")
+    if modality == "mcq":
+        from tasks import Question
+
+        return Question("Which way does the colour get brighter?", ["left", "right", "up", "down"], "right",
+                        [make_item("image", seed)], name=f"sample-question-{seed}")
+    if modality == "referring":
+        from tasks import Referring
+
+        # three disjoint boxes of the 112 x 84 image (any two have IoU 0)
+        targets = [("the left part", [0, 0, 40, 84]), ("the top right corner", [56, 0, 112, 40]),
+                   ("the bottom right corner", [60, 44, 112, 84])]
+        return Referring(make_item("image", seed), targets, name=f"sample-referring-{seed}")
+    if modality == "moments":
+        from tasks import Moments
+
+        # the 4 s sample video: three disjoint moments
+        targets = [("the square enters", [0.0, 1.0]), ("the square crosses the middle", [1.5, 2.5]),
+                   ("the square nears the right edge", [3.0, 4.0])]
+        return Moments(make_item("video", seed), targets, name=f"sample-moments-{seed}")
     raise NotImplementedError(f"no sample item for modality {modality!r}")
 
 

@@ -4,8 +4,11 @@ from datamodules.sources.audio_folder import AudioFolder
 from datamodules.sources.audio_qa import AudioQAJsonl
 from datamodules.sources.base import Source
 from datamodules.sources.frame_pairs import FramePairs
+from datamodules.sources.grounding_benchmark import GroundingBenchmark
 from datamodules.sources.gui_trajectories import GUITrajectories
 from datamodules.sources.image_folder import ImageFolder
+from datamodules.sources.mcq_benchmark import MCQBenchmark
+from datamodules.sources.moment_benchmark import MomentBenchmark
 from datamodules.sources.point_cloud_folder import PointCloudFolder
 from datamodules.sources.rgbd_folder import RGBDFolder
 from datamodules.sources.synthetic import SyntheticScenes
@@ -17,7 +20,8 @@ from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "ImageFolder", "PointCloudFolder",
+__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "GroundingBenchmark", "ImageFolder",
+           "MCQBenchmark", "MomentBenchmark", "PointCloudFolder",
            "RGBDFolder", "Source", "SyntheticAudio", "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds",
            "SyntheticRGBD", "SyntheticScenes",
            "SyntheticVideos", "VideoFolder"]

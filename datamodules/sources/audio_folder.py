@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
 from datamodules.sources.base import Source, find_files
@@ -54,13 +56,15 @@ def check_decoding(sampling_rate: int, clip_seconds: float | None) -> None:
         raise ValueError(f"clip_seconds must be > 0 or None, got {clip_seconds}")
 
 
-def decode(path: str, sampling_rate: int = 16000, clip_seconds: float | None = None) -> Audio:
-    """Decode the audio file at ``path`` as `AudioFolder` describes; `tasks.SkipItem` naming ``path`` for
-    anything that cannot be decoded."""
+def decode(path: str | bytes, sampling_rate: int = 16000, clip_seconds: float | None = None,
+           name: str | None = None) -> Audio:
+    """Decode the audio file at ``path`` (or the bytes of one: an HF ``Audio`` column) as `AudioFolder`
+    describes; `tasks.SkipItem` naming it (``name``, else ``path``) for anything that cannot be decoded."""
     soundfile = _soundfile()
+    name = name or ("<audio bytes>" if isinstance(path, bytes) else str(path))
     try:
         check_wav_complete(path)
-        with soundfile.SoundFile(str(path)) as f:
+        with soundfile.SoundFile(io.BytesIO(path) if isinstance(path, bytes) else str(path)) as f:
             rate, total = f.samplerate, f.frames
             keep = total if clip_seconds is None else min(total, int(round(clip_seconds * rate)))
             f.seek((total - keep) // 2)
@@ -69,9 +73,9 @@ def decode(path: str, sampling_rate: int = 16000, clip_seconds: float | None = N
             raise ValueError(f"{data.shape[0]} samples, finite: {bool(np.isfinite(data).all())}")
     except Exception as err:  # soundfile raises LibsndfileError, RuntimeError, ...: all mean the file is unusable
         reason = (str(err).strip().splitlines() or [""])[0][:300]
-        raise SkipItem(f"{path}: {type(err).__name__}: {reason}") from err
+        raise SkipItem(f"{name}: {type(err).__name__}: {reason}") from err
     mono = data.mean(axis=1)  # [S]
-    return Audio(waveform=resample(mono, rate, sampling_rate), sampling_rate=sampling_rate, name=str(path))
+    return Audio(waveform=resample(mono, rate, sampling_rate), sampling_rate=sampling_rate, name=name)
 
 
 def _soundfile():
@@ -81,10 +85,13 @@ def _soundfile():
 def check_wav_complete(path) -> None:
     """ValueError when a .wav file holds fewer sample bytes than its ``data`` chunk declares: libsndfile reads
     such a truncated file without an error, as a shorter clip."""
-    if not str(path).lower().endswith(".wav"):
+    if isinstance(path, bytes):
+        data = path
+    elif not str(path).lower().endswith(".wav"):
         return
-    with open(path, "rb") as f:
-        data = f.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
     if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         return  # not RIFF/WAVE: soundfile decides
     position = 12
