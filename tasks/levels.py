@@ -14,6 +14,7 @@ import re
 from tasks.audio import AudioAnomalyGrounding, AudioJigsaw, AudioMCQ, AudioSpeed
 from tasks.base import Task
 from tasks.depth import DepthOrder, RegionalDepthOrder, RelativePosition3D
+from tasks.grounding import ReferringGrounding
 from tasks.gui import EmbodiedInverseDynamics, GUIGrounding, GUIInverseDynamics
 from tasks.image import (
     Contrastive,
@@ -25,7 +26,9 @@ from tasks.image import (
     PatchReorder,
     Rotation,
 )
+from tasks.mcq import MultipleChoice
 from tasks.pointcloud import PointCloudJigsaw, PointCloudRotation
+from tasks.temporal_grounding import TemporalGrounding
 from tasks.video import AnomalyGrounding, ArrowOfTime, ObjectCounting, TemporalJigsaw
 
 DEFAULT = {"default": {}}
@@ -74,7 +77,7 @@ LEVELS: dict[type[Task], dict[str, dict]] = {
 }
 
 #: Tasks that ask about labels a dataset provides (no synthetic source can make them): no pretext levels.
-LABELLED: frozenset[type[Task]] = frozenset({AudioMCQ})
+LABELLED: frozenset[type[Task]] = frozenset({AudioMCQ, MultipleChoice, ReferringGrounding, TemporalGrounding})
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
