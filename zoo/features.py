@@ -39,6 +39,14 @@ def repeat_items(output, index: list[int]):
     return output
 
 
+def distinct_media(prompts: PromptBatch, kind: str, prompt_of_row: list[int]) -> tuple[dict, list[int]]:
+    """The ``kind`` media tensors of each distinct prompt of ``prompt_of_row`` once (empty when they hold
+    none), and for each row in order the positions of its items among them (`item_index`)."""
+    distinct = list(dict.fromkeys(prompt_of_row))
+    media = prompts.media(kind, distinct)
+    return media, (item_index(prompts.items[kind], distinct, prompt_of_row) if media else [])
+
+
 @contextmanager
 def encoded_once(model: nn.Module, prompts: PromptBatch, prompt_of_row: list[int], inputs: dict,
                  kinds: tuple[str, ...]) -> Iterator[None]:
@@ -53,14 +61,13 @@ def encoded_once(model: nn.Module, prompts: PromptBatch, prompt_of_row: list[int
             from it (the grids stay: positions are computed per row from them).
         kinds: Media kinds to share, e.g. ``("image", "video")``.
     """
-    distinct = list(dict.fromkeys(prompt_of_row))
     plans = {}
     for kind in kinds:
-        media, spec = prompts.media(kind, distinct), prompts.specs.get(kind)
+        media, index = distinct_media(prompts, kind, prompt_of_row)
         if media:
+            spec = prompts.specs[kind]
             inputs.pop(spec.flat, None)
-            plans[kind] = (media[spec.flat], media[spec.grid],
-                           item_index(prompts.items[kind], distinct, prompt_of_row))
+            plans[kind] = (media[spec.flat], media[spec.grid], index)
     if not plans:
         yield
         return

@@ -66,8 +66,9 @@ class PolicyModule(LightningModule, ABC):
         attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``, ...).
         gradient_checkpointing: Recompute activations in the backward pass to save memory.
         reuse_media_features: Scoring passes (training forward, old and reference log-probs) encode each
-            prompt's media once and share the features among its completions (families that declare
-            ``shared_media``); False encodes every completion's copy. The log-probs are the same either way.
+            prompt's media once and share the features among its completions (Qwen-VL, Qwen2.5-Omni images
+            and videos, the spliced encoder LMs; see `media_once`); False encodes every completion's copy.
+            The log-probs are the same either way.
         trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of the
             micro-batch uses. The log-probs are the same either way.
     """

@@ -12,11 +12,12 @@ import zoo
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Example, Rotation
 from tests.helpers import discover
-from tests.zoo.test_policy_contract import image_examples, video_examples
+from tests.zoo.test_policy_contract import examples_for, image_examples, video_examples
 from zoo import GRPOStrategy, PolicyModule, QwenVLPolicy
 from zoo.grpo.rollout import completion_mask
 
-SHARING = [(cls, ckpt) for cls in discover(zoo, PolicyModule) if cls.shared_media for ckpt in cls.tiny_checkpoints]
+SHARING = [(cls, ckpt) for cls in discover(zoo, PolicyModule) for ckpt in cls.tiny_checkpoints
+           if cls.shared_media or cls.media_once is not PolicyModule.media_once]
 
 
 def load(cls, ckpt: str, **kwargs) -> PolicyModule:
@@ -26,12 +27,18 @@ def load(cls, ckpt: str, **kwargs) -> PolicyModule:
     return policy
 
 
+def encoder_input_rows(module, args: tuple, kwargs: dict) -> int:
+    """Rows of the first tensor a media encoder was called with (patches, points or images)."""
+    return next(v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)).shape[0]
+
+
 def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Log-probs ``[n, L]``, the gradient of their masked sum on the first vision weight, and the patch rows
-    each vision-tower call encoded."""
-    visual = policy.model.model.visual
+    """Log-probs ``[n, L]``, the gradient of their masked sum on the first trainable encoder weight, and
+    the input rows (patches, points, images) each encoder call took."""
+    visual = policy.model.model.visual if hasattr(policy.model, "model") else policy.model.encoder
     patches = []
-    handle = visual.register_forward_pre_hook(lambda module, args: patches.append(args[0].shape[0]))
+    handle = visual.register_forward_pre_hook(
+        lambda module, args, kwargs: patches.append(encoder_input_rows(module, args, kwargs)), with_kwargs=True)
     policy.model.zero_grad()
     try:
         logps, _ = policy.token_log_probs(rollout, rows)
@@ -42,11 +49,12 @@ def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]
     return logps.detach(), weight.grad.clone(), patches
 
 
-@pytest.mark.parametrize("cls,ckpt", SHARING, ids=[c for _, c in SHARING])
+@pytest.mark.parametrize("cls,ckpt", SHARING, ids=[f"{cls.__name__}-{c}" for cls, c in SHARING])
 def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_gradients(cls, ckpt):
-    """Single-image, two-image, text-only, video and image+video prompts, 3 completions each."""
+    """Single-image, two-image, text-only, video and image+video prompts (or the family's own media), 3
+    completions each."""
     policy = load(cls, ckpt)
-    examples = image_examples() + video_examples()
+    examples = image_examples() + video_examples() if "video" in policy.modalities else examples_for(policy)
     rollout = policy.sample(examples, 3, max_new_tokens=5, seed=1)
     rows, mask = torch.arange(rollout.size), rollout.completion_mask
     shared, shared_grad, shared_patches = score(policy, rollout, rows)
