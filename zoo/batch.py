@@ -70,6 +70,13 @@ class PromptBatch:
                 out.update(self._select_media(spec, self.items[kind], rows))
         return out
 
+    def media(self, kind: str, rows: list[int]) -> dict[str, Tensor]:
+        """Only the ``kind`` media tensors of prompts ``rows``; empty when those prompts hold no such item."""
+        spec = self.specs.get(kind)
+        if spec is None or not any(key in self.tensors for key in spec.keys):
+            return {}
+        return self._select_media(spec, self.items[kind], [int(r) for r in rows])
+
     def _select_media(self, spec: MediaSpec, counts: list[int], rows: list[int]) -> dict[str, Tensor]:
         first = [0, *torch.tensor(counts).cumsum(0).tolist()]  # item offsets per prompt
         item_ids = [i for r in rows for i in range(first[r], first[r + 1])]

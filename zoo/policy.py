@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import re
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict
 from typing import ClassVar
 
@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from zoo import tiny
 from zoo.batch import PromptBatch
+from zoo.features import encoded_once
 from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 
@@ -64,6 +65,12 @@ class PolicyModule(LightningModule, ABC):
         dtype: Parameter dtype: ``float32``, ``bfloat16`` or ``float16``; None keeps the checkpoint's.
         attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``, ...).
         gradient_checkpointing: Recompute activations in the backward pass to save memory.
+        reuse_media_features: Scoring passes (training forward, old and reference log-probs) encode each
+            prompt's media once and share the features among its completions (Qwen-VL, Qwen2.5-Omni images
+            and videos, the spliced encoder LMs; see `media_once`); False encodes every completion's copy.
+            The log-probs are the same either way.
+        trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of the
+            micro-batch uses. The log-probs are the same either way.
     """
 
     modalities: ClassVar[frozenset[str]] = frozenset({"text"})
@@ -71,6 +78,8 @@ class PolicyModule(LightningModule, ABC):
     tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
     #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure tokens.
     banned_special: ClassVar[re.Pattern] = _BANNED_SPECIAL
+    #: Media kinds whose encoder features a scoring pass computes once per prompt (`zoo.features`).
+    shared_media: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -82,6 +91,8 @@ class PolicyModule(LightningModule, ABC):
         dtype: str | None = None,
         attn_implementation: str | None = None,
         gradient_checkpointing: bool = False,
+        reuse_media_features: bool = True,
+        trim_padding: bool = True,
     ):
         super().__init__()
         if dtype is not None and dtype not in DTYPES:
@@ -97,6 +108,8 @@ class PolicyModule(LightningModule, ABC):
         self.dtype_name = dtype
         self.attn_implementation = attn_implementation
         self.gradient_checkpointing = gradient_checkpointing
+        self.reuse_media_features = reuse_media_features
+        self.trim_padding = trim_padding
         self.model: nn.Module | None = None
         self.processor = None
         self.automatic_optimization = False  # the GRPO strategy runs backward and optimizer steps itself
@@ -251,19 +264,32 @@ class PolicyModule(LightningModule, ABC):
         """Log-probs of the sampled tokens and the per-token entropy under ``model`` (default: the policy).
 
         Logits are divided by the sampling temperature and banned tokens masked, so the distribution
-        matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows.
+        matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows; with
+        ``trim_padding`` the columns after the rows' longest completion are 0 (no row counts them).
         """
-        inputs = rollout.model_inputs(rows)
-        length = rollout.completion_ids.shape[1]
-        out = (model or self.model)(**inputs, logits_to_keep=length + 1, use_cache=False)
-        # the last L + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
-        logits = out.logits[:, -(length + 1):-1].float() / rollout.temperature  # [n, L, V]
+        model = model or self.model
+        inputs = rollout.model_inputs(rows, trim=self.trim_padding)
+        length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
+        with self.media_once(model, rollout, rows, inputs):
+            out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
+        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
+        logits = out.logits[:, -(length + 1):-1].float() / rollout.temperature  # [n, length, V]
         logits = logits.masked_fill(self.banned_mask, torch.finfo(logits.dtype).min)
-        log_z = logits.logsumexp(dim=-1)  # [n, L]
-        ids = rollout.completion_ids[rows]
-        logps = logits.gather(-1, ids[..., None]).squeeze(-1) - log_z  # [n, L]
-        entropy = log_z - (logits.softmax(dim=-1) * logits).sum(dim=-1)  # [n, L]
-        return logps, entropy
+        log_z = logits.logsumexp(dim=-1)  # [n, length]
+        ids = rollout.completion_ids[rows, :length]
+        logps = logits.gather(-1, ids[..., None]).squeeze(-1) - log_z  # [n, length]
+        entropy = log_z - (logits.softmax(dim=-1) * logits).sum(dim=-1)  # [n, length]
+        cut = (0, rollout.completion_ids.shape[1] - length)
+        return nn.functional.pad(logps, cut), nn.functional.pad(entropy, cut)  # [n, L]
+
+    def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
+        """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each distinct
+        prompt's media once. Shares the ``shared_media`` kinds through Hugging Face's ``mm_encoder_outputs``
+        (`zoo.features.encoded_once`); a family with another media layout can override it."""
+        if not (self.reuse_media_features and self.shared_media):
+            return nullcontext()
+        prompt_of_row = (rows // rollout.num_generations).tolist()
+        return encoded_once(model, rollout.prompts, prompt_of_row, inputs, self.shared_media)
 
     def training_step(self, rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:
         """Differentiable log-probs and entropy of ``rows`` of a rollout (the strategy forms the loss)."""

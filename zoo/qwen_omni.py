@@ -32,6 +32,7 @@ class QwenOmniPolicy(PolicyModule):
 
     modalities = frozenset({"text", "audio", "image", "video"})
     tiny_checkpoints = ("tiny:qwen2_5_omni",)
+    shared_media = ("image", "video")
 
     def __init__(self, pretrained: str, min_pixels: int | None = None, max_pixels: int | None = None, **kwargs):
         super().__init__(pretrained=pretrained, **kwargs)

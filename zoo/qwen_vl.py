@@ -32,6 +32,7 @@ class QwenVLPolicy(PolicyModule):
 
     modalities = frozenset({"text", "image", "video"})
     tiny_checkpoints = ("tiny:qwen2_vl", "tiny:qwen2_5_vl", "tiny:qwen3_vl")
+    shared_media = ("image", "video")
 
     def __init__(self, pretrained: str, min_pixels: int | None = None,
                  max_pixels: int | None = None, **kwargs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.batch import PromptBatch
+from zoo.features import distinct_media
 from zoo.policy import PolicyModule
 
 CONFIG, WEIGHTS = "spliced_config.json", "spliced_encoder.pt"
@@ -39,8 +41,10 @@ class SplicedLM(nn.Module):
         self.lm, self.encoder, self.projector = lm, encoder, projector
         self.placeholder_id = placeholder_id
 
-    def embed(self, input_ids: Tensor, media: dict[str, Tensor]) -> Tensor:
-        """Token embeddings ``[B, T, D]`` with the projected media features at the placeholder tokens."""
+    def embed(self, input_ids: Tensor, media: dict[str, Tensor], media_index: Tensor | None = None) -> Tensor:
+        """Token embeddings ``[B, T, D]`` with the projected media features at the placeholder tokens;
+        ``media_index`` (one entry per placeholder item, in order) picks each item's features from ``media``
+        when it holds every distinct item once."""
         embeds = self.lm.get_input_embeddings()(input_ids)  # [B, T, D]
         slots = input_ids == self.placeholder_id  # [B, T]
         if not media:
@@ -48,6 +52,7 @@ class SplicedLM(nn.Module):
                 raise ValueError("the prompts hold media placeholder tokens but no media tensors came with them")
             return embeds
         features = self.projector(self.encoder(**media)).to(embeds.dtype)  # [items, M, D]
+        features = features if media_index is None else features[media_index]  # [placeholder items, M, D]
         if int(slots.sum()) != features.shape[0] * features.shape[1]:
             raise ValueError(f"the prompts hold {int(slots.sum())} placeholder tokens but the media give "
                              f"{features.shape[0]} x {features.shape[1]} features")
@@ -56,10 +61,11 @@ class SplicedLM(nn.Module):
     def _split(self, kwargs: dict) -> dict[str, Tensor]:
         return {key: kwargs.pop(key) for key in self.encoder.media_keys if key in kwargs}
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor | None = None, **kwargs):
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor | None = None,
+                media_index: Tensor | None = None, **kwargs):
         media = self._split(kwargs)
         position_ids = positions(attention_mask) if position_ids is None else position_ids
-        return self.lm(inputs_embeds=self.embed(input_ids, media), attention_mask=attention_mask,
+        return self.lm(inputs_embeds=self.embed(input_ids, media, media_index), attention_mask=attention_mask,
                        position_ids=position_ids, **kwargs)
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor, **kwargs) -> Tensor:
@@ -146,6 +152,15 @@ class SplicedPolicy(PolicyModule):
 
     def _banned_ids(self, vocab: int) -> list[int]:
         return sorted(set(super()._banned_ids(vocab)) | {self.model.placeholder_id})
+
+    def media_once(self, model: nn.Module, rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
+        """The encoder runs on each distinct prompt's items once; `SplicedLM` repeats their features per row
+        (``media_index``)."""
+        if self.reuse_media_features:
+            media, index = distinct_media(rollout.prompts, self.media_kind, (rows // rollout.num_generations).tolist())
+            if media:
+                inputs |= media | {"media_index": torch.tensor(index)}
+        return nullcontext()
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         return {self.encoder_group: [self.model.encoder], "projector": [self.model.projector],

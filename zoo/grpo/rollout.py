@@ -132,15 +132,27 @@ class Rollout:
     def example(self, row: int):
         return self.examples[row // self.num_generations]
 
-    def model_inputs(self, rows: Tensor) -> dict[str, Tensor]:
-        """Prompt + completion inputs for ``rows`` (``[n]`` row indices), ready for a forward pass."""
+    def completion_columns(self, rows: Tensor) -> int:
+        """Completion columns ``rows`` need: through the last counted token of the longest of them."""
+        used = torch.nonzero(self.completion_mask[rows].any(0))  # [columns used, 1]
+        return int(used.max()) + 1 if len(used) else 1
+
+    def model_inputs(self, rows: Tensor, trim: bool = False) -> dict[str, Tensor]:
+        """Prompt + completion inputs for ``rows`` (``[n]`` row indices), ready for a forward pass.
+
+        ``trim`` leaves out the prompt columns that are padding in every one of the rows and the completion
+        columns after `completion_columns`: a shorter forward pass whose kept positions see the same tokens
+        (left padding is masked out, and the cut tail comes after every scored token).
+        """
         prompt = self.prompts.select((rows // self.num_generations).tolist())
         n, p = prompt["input_ids"].shape
-        ids, mask = self.completion_ids[rows], self.completion_mask[rows]  # [n, L]
+        length = self.completion_columns(rows) if trim else self.completion_ids.shape[1]
+        start = int(prompt["attention_mask"].any(0).int().argmax()) if trim else 0  # first column in use
+        ids, mask = self.completion_ids[rows, :length], self.completion_mask[rows, :length]  # [n, length]
         for key, value in prompt.items():
             if key not in self.prompts.media_keys and value.dim() == 2 and value.shape == (n, p):
                 tail = {"input_ids": ids, "attention_mask": mask.to(value.dtype)}.get(key)
                 if tail is None:  # e.g. mm_token_type_ids: completion tokens are text
                     tail = torch.zeros_like(ids, dtype=value.dtype)
-                prompt[key] = torch.cat([value, tail], dim=1)
+                prompt[key] = torch.cat([value[:, start:], tail], dim=1)
         return prompt
