@@ -2,7 +2,7 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings).
+``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions).
 """
 
 from __future__ import annotations
@@ -134,7 +134,14 @@ def bench_main(args: list[str]) -> None:
     bench(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main}
+def repro_main(args: list[str]) -> None:
+    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
+    from zoo.repro import main as repro
+
+    repro(args)
+
+
+COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "repro": repro_main}
 
 
 def main(args: list[str] | None = None) -> None:
