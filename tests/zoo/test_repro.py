@@ -24,12 +24,16 @@ def test_graded_reward_binary_groups_are_all_zero_more_often(tmp_path, capsys):
     assert json.loads((tmp_path / "out.json").read_text())["rows"] == json.loads(json.dumps(result["rows"]))
     out = capsys.readouterr().out
     assert "| graded | 0 | 2 |" in out and "| binary | 0 | 2 |" in out and "verdict:" in out
+    # arms run apart are merged from their JSON files without training
+    merged = graded_reward.main(["--merge", str(tmp_path / "out.json")])
+    assert (merged["held"], merged["note"]) == (result["held"], result["note"]) and result["held"] is not None
 
 
 def test_grid_transfer_evaluates_both_grid_sizes(capsys):
     result = grid_transfer.main([*SMALL, "--arms", "train 2x1"])
     (row,) = result["rows"]
     assert row["arm"] == "train 2x1" and set(row["before"]) == set(row["after"]) == {"2x1", "3x1"}
+    assert row["cpu_s"] > 0 and row["wall_s"] > 0
     # the untrained tiny policy answers no valid letter greedily: the baseline is 0, below chance
     assert row["before"]["2x1"]["accuracy"] == row["before"]["3x1"]["accuracy"] == 0.0
     assert "3x1 0.00 ->" in result["note"]

@@ -100,7 +100,7 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
     from zoo import GRPOStrategy, QwenVLPolicy
 
     seed_everything(seed, verbose=False)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     lr = arm.lr
     policy = QwenVLPolicy(MODEL, optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99),
                                                                              weight_decay=0.0))
@@ -120,7 +120,8 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
         train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
     return {"arm": arm.name, "seed": seed, "steps": steps, "lr": arm.lr, "beta": arm.beta,
             "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, "train": train,
-            "before": before, "after": after, "wall_s": time.perf_counter() - start}
+            "before": before, "after": after, "wall_s": time.perf_counter() - start,
+            "cpu_s": time.process_time() - cpu}
 
 
 def _pair(values, digits: int = 2) -> str:
@@ -131,15 +132,15 @@ def _pair(values, digits: int = 2) -> str:
 
 def table(rows: list[dict], train_keys: list[str], eval_parts: list[tuple[str, str]]) -> str:
     """A Markdown table: arm, seed, steps, training ``train_keys`` (first -> last window), held-out
-    ``(set, part)`` before -> after, wall time."""
+    ``(set, part)`` before -> after, wall and CPU seconds (all threads)."""
     head = ["arm", "seed", "steps", *[f"train {k}" for k in train_keys],
-            *[f"held-out {s} {p}" for s, p in eval_parts], "wall s"]
+            *[f"held-out {s} {p}" for s, p in eval_parts], "wall s", "CPU s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["arm"], str(row["seed"]), str(row["steps"])]
         cells += [_pair(row["train"].get(k, (None, None))) for k in train_keys]
         cells += [_pair((row["before"][s].get(p), row["after"][s].get(p))) for s, p in eval_parts]
-        cells.append(f"{row['wall_s']:.0f}")
+        cells += [f"{row['wall_s']:.0f}", f"{row['cpu_s']:.0f}" if "cpu_s" in row else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -153,20 +154,26 @@ def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
     p.add_argument("--arms", nargs="+", help="run only these arms (default: all)")
     p.add_argument("--val-size", type=int, default=64, help="held-out items per evaluation set")
     p.add_argument("--json", help="also write the rows and the verdict to this file")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="train nothing: print the table and verdict of "
+                                                               "the rows in these --json files (arms run apart)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 wastes less on a busy machine)")
     return p
 
 
 def run_claim(args, arms: list[Arm], claim: str, verdict, train_keys: list[str],
               eval_parts: list[tuple[str, str]]) -> dict:
-    """Run every arm for every seed, print the claim, the table and the verdict; write ``--json``."""
+    """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
+    (``held`` is None when the rows cannot decide it); write ``--json``."""
     torch.set_num_threads(args.threads)
-    chosen = [a for a in arms if not args.arms or a.name in args.arms]
-    rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen]
+    if args.merge:
+        rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
+    else:
+        chosen = [a for a in arms if not args.arms or a.name in args.arms]
+        rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen]
     held, note = verdict(rows)
     print(f"claim: {claim}")
     print(table(rows, train_keys, eval_parts))
-    print(f"verdict: {'held' if held else 'did not hold'} at this scale: {note}")
+    print(f"verdict: {'not decided' if held is None else 'held' if held else 'did not hold'} at this scale: {note}")
     result = {"claim": claim, "held": held, "note": note, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

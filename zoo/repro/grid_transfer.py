@@ -15,6 +15,7 @@ from zoo.repro.common import Arm, parser, run_claim
 CLAIM = "training on 2x1 jigsaw pair questions transfers to 3x1 (Jigsaw-R1)"
 STEPS = 250
 CHANCE = 0.5
+MARGIN = 0.1  # 64 held-out answers at chance: standard deviation 0.06
 
 
 def task(rows: int) -> JigsawPair:
@@ -29,17 +30,18 @@ def arms() -> list[Arm]:
             for rows in (2, 3)]
 
 
-def verdict(rows: list[dict]) -> tuple[bool, str]:
-    """Held if, for every seed trained on 2x1, held-out 3x1 accuracy ends above both the untrained policy and
-    chance (0.5); the 3x1-trained arm, when run, is the ceiling it is compared with."""
-    notes, held = [], False
+def verdict(rows: list[dict]) -> tuple[bool | None, str]:
+    """Held if, for every seed trained on 2x1, held-out 3x1 accuracy ends above the untrained policy and more
+    than `MARGIN` above chance (0.5; a policy that only learned to answer one letter scores about 0.5); the
+    3x1-trained arm, when run, is the ceiling it is compared with."""
+    notes, held = [], None
     for r in rows:
         before, after = r["before"]["3x1"]["accuracy"], r["after"]["3x1"]["accuracy"]
         if r["arm"] == "train 2x1":
-            held = (held or not notes) and after > max(before, CHANCE)
+            held = (held is not False) and after > max(before, CHANCE + MARGIN)
         notes.append(f"{r['arm']} seed {r['seed']}: 3x1 {before:.2f} -> {after:.2f}, "
                      f"2x1 {r['before']['2x1']['accuracy']:.2f} -> {r['after']['2x1']['accuracy']:.2f}")
-    return held, "; ".join(notes) + f" (chance {CHANCE})"
+    return held, "; ".join(notes) + f" (chance {CHANCE}, held above {CHANCE + MARGIN})"
 
 
 def main(argv: list[str] | None = None) -> dict:

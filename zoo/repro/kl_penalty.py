@@ -26,12 +26,12 @@ def arms() -> list[Arm]:
             for beta in (0.0, 0.04)]
 
 
-def verdict(rows: list[dict]) -> tuple[bool, str]:
+def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if, for every seed, beta 0 ends with held-out accuracy and final training reward at least those
     of beta 0.04."""
     by = {(r["arm"], r["seed"]): r for r in rows}
     seeds = sorted({s for _, s in by if ("beta 0", s) in by and ("beta 0.04", s) in by})
-    notes, held = [], bool(seeds)
+    notes, held = [], True if seeds else None
     for s in seeds:
         free, kl = by["beta 0", s], by["beta 0.04", s]
         fa, ka = free["after"]["rotation"]["accuracy"], kl["after"]["rotation"]["accuracy"]
