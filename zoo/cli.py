@@ -2,7 +2,8 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings);
+``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
+``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
 ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
 """
 
@@ -149,8 +150,15 @@ def pretext_bench_main(args: list[str]) -> None:
     pretext_bench(args)
 
 
+def repro_main(args: list[str]) -> None:
+    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
+    from zoo.repro import main as repro
+
+    repro(args)
+
+
 COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main}
+            "pretext-bench": pretext_bench_main, "repro": repro_main}
 
 
 def main(args: list[str] | None = None) -> None:

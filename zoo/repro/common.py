@@ -1,0 +1,180 @@
+"""The shared runner of the small-scale reproductions: one arm = one GRPO run of a tiny random-init Qwen2.5-VL
+through the library itself (`datamodules.PretextDataModule`, a task, `zoo.grpo.GRPOStrategy`, Lightning's
+Trainer), with greedy held-out evaluations before and after training, and a plain-text table of the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback, Trainer, seed_everything
+
+from datamodules import PretextDataModule
+from datamodules.sources.base import Source
+from tasks import Task
+
+MODEL = "tiny:qwen2_5_vl"
+#: Training metrics kept per step (besides every ``train/reward/<task>/<part>``).
+TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy")
+
+
+@dataclass
+class Arm:
+    """One training run of a claim.
+
+    Args:
+        name: Row label.
+        task: What GRPO trains on.
+        source: Raw items; its last ``val_size`` items are held out (training never sees them).
+        evals: Held-out sets, by name: each task is applied to the held-out items, greedy, one new token.
+        lr: AdamW learning rate (betas 0.9, 0.99; no weight decay).
+        beta: KL coefficient against the initial policy (k3).
+        entropy_coef: Token-entropy bonus.
+        prompts: Prompts per step (B); each is sampled G=8 times.
+        settings: Extra columns for the JSON rows (what the task and images are).
+    """
+
+    name: str
+    task: Task
+    source: Source
+    evals: dict[str, Task]
+    lr: float = 3e-4
+    beta: float = 0.0
+    entropy_coef: float = 0.0
+    prompts: int = 8
+    settings: dict = field(default_factory=dict)
+
+
+class Recorder(Callback):
+    """Keeps each training step's metrics and the reward parts of every held-out completion; prints the
+    mean reward and share of zero-variance groups of the last ``every`` steps."""
+
+    def __init__(self, name: str, every: int = 50):
+        self.name, self.every = name, every
+        self.steps: list[dict[str, float]] = []
+        self.val: dict[str, list[float]] = defaultdict(list)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        metrics = outputs["metrics"]
+        self.steps.append({k: v for k, v in metrics.items() if k in TRAIN_KEYS or k.startswith("train/reward/")})
+        if len(self.steps) % self.every == 0:
+            last = self.steps[-self.every:]
+            reward = sum(s["train/reward"] for s in last) / len(last)
+            zero = sum(s["train/grpo/frac_zero_std"] for s in last) / len(last)
+            print(f"[repro] {self.name} step {len(self.steps)}: reward {reward:.3f}, zero-variance groups {zero:.2f}",
+                  flush=True)
+
+    def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx, dataloader_idx=0):
+        for reward in outputs["rewards"]:
+            for part, value in reward.parts.items():
+                self.val[part].append(value)
+
+
+def window(steps: list[dict], key: str, first: bool) -> float | None:
+    """Mean of ``key`` over the first (or last) tenth of the steps, 10 to 50 steps."""
+    n = min(50, max(10, len(steps) // 10))
+    values = [s[key] for s in (steps[:n] if first else steps[-n:]) if key in s]
+    return sum(values) / len(values) if values else None
+
+
+def evaluate(trainer: Trainer, policy, recorder: Recorder, arm: Arm, seed: int, val_size: int) -> dict:
+    """Mean reward parts of greedy completions on each of ``arm.evals`` (the same held-out items for all)."""
+    out = {}
+    for name, task in arm.evals.items():
+        recorder.val.clear()
+        data = PretextDataModule(arm.source, task, batch_size=8, val_size=val_size, seed=seed)
+        trainer.validate(policy, datamodule=data, verbose=False)
+        out[name] = {part: sum(v) / len(v) for part, v in recorder.val.items()}
+    return out
+
+
+def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8) -> dict:
+    """Train ``arm`` for ``steps`` GRPO steps (B=``arm.prompts`` x G=``group``, one new token) from the tiny
+    checkpoint; return its row: settings, training windows, held-out scores before and after, wall time."""
+    from zoo import GRPOStrategy, QwenVLPolicy
+
+    seed_everything(seed, verbose=False)
+    start, cpu = time.perf_counter(), time.process_time()
+    lr = arm.lr
+    policy = QwenVLPolicy(MODEL, optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99),
+                                                                             weight_decay=0.0))
+    data = PretextDataModule(arm.source, arm.task, batch_size=arm.prompts, val_size=val_size, seed=seed)
+    recorder = Recorder(arm.name)
+    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef)
+    trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, callbacks=[recorder],
+                      num_sanity_val_steps=0, check_val_every_n_epoch=None, val_check_interval=steps + 1)
+    before = evaluate(trainer, policy, recorder, arm, seed, val_size)
+    if steps:
+        trainer.fit(policy, data)
+    after = evaluate(trainer, policy, recorder, arm, seed, val_size) if steps else before
+    train = {}
+    for key in sorted({k for s in recorder.steps for k in s}):
+        short = key.replace("train/reward/", "").replace("train/grpo/", "").replace("train/", "")
+        train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
+    return {"arm": arm.name, "seed": seed, "steps": steps, "lr": arm.lr, "beta": arm.beta,
+            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, "train": train,
+            "before": before, "after": after, "wall_s": time.perf_counter() - start,
+            "cpu_s": time.process_time() - cpu}
+
+
+def _pair(values, digits: int = 2) -> str:
+    first, last = values
+    fmt = lambda v: "-" if v is None else f"{v:.{digits}f}"  # noqa: E731
+    return f"{fmt(first)} -> {fmt(last)}"
+
+
+def table(rows: list[dict], train_keys: list[str], eval_parts: list[tuple[str, str]]) -> str:
+    """A Markdown table: arm, seed, steps, training ``train_keys`` (first -> last window), held-out
+    ``(set, part)`` before -> after, wall and CPU seconds (all threads)."""
+    head = ["arm", "seed", "steps", *[f"train {k}" for k in train_keys],
+            *[f"held-out {s} {p}" for s, p in eval_parts], "wall s", "CPU s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["arm"], str(row["seed"]), str(row["steps"])]
+        cells += [_pair(row["train"].get(k, (None, None))) for k in train_keys]
+        cells += [_pair((row["before"][s].get(p), row["after"][s].get(p))) for s, p in eval_parts]
+        cells += [f"{row['wall_s']:.0f}", f"{row['cpu_s']:.0f}" if "cpu_s" in row else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
+    """The options every claim takes: ``--steps``, ``--seeds``, ``--json``, ``--arms``, ``--val-size``."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=steps, help=f"GRPO steps per arm (default {steps}: the full "
+                                                              "CPU budget whose numbers README reports)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--arms", nargs="+", help="run only these arms (default: all)")
+    p.add_argument("--val-size", type=int, default=64, help="held-out items per evaluation set")
+    p.add_argument("--json", help="also write the rows and the verdict to this file")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="train nothing: print the table and verdict of "
+                                                               "the rows in these --json files (arms run apart)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 wastes less on a busy machine)")
+    return p
+
+
+def run_claim(args, arms: list[Arm], claim: str, verdict, train_keys: list[str],
+              eval_parts: list[tuple[str, str]]) -> dict:
+    """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
+    (``held`` is None when the rows cannot decide it); write ``--json``."""
+    torch.set_num_threads(args.threads)
+    if args.merge:
+        rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
+    else:
+        chosen = [a for a in arms if not args.arms or a.name in args.arms]
+        rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen]
+    held, note = verdict(rows)
+    print(f"claim: {claim}")
+    print(table(rows, train_keys, eval_parts))
+    print(f"verdict: {'not decided' if held is None else 'held' if held else 'did not hold'} at this scale: {note}")
+    result = {"claim": claim, "held": held, "note": note, "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
