@@ -127,8 +127,10 @@ def generate_shared(model: nn.Module, inputs: dict[str, Tensor], media_keys: set
     generation_config = copy.copy(generation_config)  # the cache is made here: generate must not make one
     static, generation_config.cache_implementation = generation_config.cache_implementation == "static", None
     text_config = model.config.get_text_config(decoder=True)
-    cache = (StaticCache(config=text_config, max_cache_len=ids.shape[1] + generation_config.max_new_tokens)
-             if static else DynamicCache(config=text_config))
+    if static:  # never shorter than the last one, as generate does, so a compiled decoder is not rebuilt
+        length = max(ids.shape[1] + generation_config.max_new_tokens, getattr(model, "_previous_max_cache_length", 0))
+        model._previous_max_cache_length = length
+    cache = StaticCache(config=text_config, max_cache_len=length) if static else DynamicCache(config=text_config)
     extra = {}
     if "position_ids" in inspect.signature(model.forward).parameters:
         positions = model._prepare_position_ids_for_generation(ids, dict(inputs))  # [..., B, T]
