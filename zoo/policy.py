@@ -79,8 +79,6 @@ class PolicyModule(LightningModule, ABC):
     tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
     #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure tokens.
     banned_special: ClassVar[re.Pattern] = _BANNED_SPECIAL
-    #: Whether `zoo.grpo.rollout.generate_shared` works for the family (else ``share_prefix`` is ignored).
-    prefix_sharing: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -255,14 +253,14 @@ class PolicyModule(LightningModule, ABC):
             seeds = example_row_seeds(examples, num_generations, seed)
             processors.append(SeededSampling(seeds, prompt_length, temperature, top_p))
         config = self.generation_config(max_new_tokens)
-        shared = (self.share_prefix if share_prefix is None else share_prefix) and self.prefix_sharing
+        shared = self.share_prefix if share_prefix is None else share_prefix
         was_training = self.model.training
         self.model.eval()
         try:
             with unsharded(self.model):
                 if shared:
-                    out = generate_shared(self.model, prompts.select(range(len(examples))), prompts.media_keys,
-                                          num_generations, config, logits_processor=processors)
+                    out = generate_shared(self.model, prompts.tensors, prompts.media_keys, num_generations, config,
+                                          logits_processor=processors)
                 else:
                     inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
                     out = self.model.generate(**inputs, generation_config=config, logits_processor=processors)

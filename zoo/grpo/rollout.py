@@ -131,15 +131,16 @@ def generate_shared(model: nn.Module, inputs: dict[str, Tensor], media_keys: set
         length = max(ids.shape[1] + generation_config.max_new_tokens, getattr(model, "_previous_max_cache_length", 0))
         model._previous_max_cache_length = length
     cache = StaticCache(config=text_config, max_cache_len=length) if static else DynamicCache(config=text_config)
-    extra = {}
+    # the last prompt token is left to generate, which needs an uncached token to give the first logits
+    prefill = {k: v[:, :-1] for k, v in tokens.items()} | media  # [B, T - 1] and the media
+    decode = {k: v.repeat_interleave(repeats, dim=0) for k, v in tokens.items()}  # [N, T]
     if "position_ids" in inspect.signature(model.forward).parameters:
         positions = model._prepare_position_ids_for_generation(ids, dict(inputs))  # [..., B, T]
-        extra["position_ids"] = positions.repeat_interleave(repeats, dim=-2)
-        media["position_ids"] = positions[..., :-1]
-    model(**{k: v[:, :-1] for k, v in tokens.items()}, **media, cache=cache, use_cache=True, logits_to_keep=1)
+        prefill["position_ids"] = positions[..., :-1]
+        decode["position_ids"] = positions.repeat_interleave(repeats, dim=-2)
+    model(**prefill, cache=cache, use_cache=True, logits_to_keep=1)
     expand_cache(cache, repeats)
-    tokens = {k: v.repeat_interleave(repeats, dim=0) for k, v in tokens.items()}  # [N, T]
-    return model.generate(**tokens, **extra, cache=cache, generation_config=generation_config, **kwargs)
+    return model.generate(**decode, cache=cache, generation_config=generation_config, **kwargs)
 
 
 def completion_mask(ids: Tensor, eos_ids: list[int]) -> tuple[Tensor, Tensor]:
