@@ -38,6 +38,8 @@ class Settings:
     dtype: str = "float32"
     image_size: int = 56
     seed: int = 0
+    share_prefix: bool = True  # zoo only: prefill each prompt once (TRL repeats prompts G times)
+    cache_implementation: str = "dynamic"  # zoo only: dynamic or static KV cache for sampling
 
 
 def _task():
@@ -82,7 +84,8 @@ def run_zoo(settings: Settings) -> dict:
 
     seed_everything(settings.seed)
     accelerator = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = QwenVLPolicy(settings.model, dtype=settings.dtype,
+    policy = QwenVLPolicy(settings.model, dtype=settings.dtype, share_prefix=settings.share_prefix,
+                          cache_implementation=settings.cache_implementation,
                           optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr))
     data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0,
                              seed=settings.seed)
@@ -189,7 +192,8 @@ def _child(framework: str, settings: Settings, out: Path) -> None:
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser = argparse.ArgumentParser(prog="zoo bench", description=__doc__.split("\n\n")[0])
     for name, default in asdict(Settings()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+        kind = (lambda text: text.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
     parser.add_argument("--frameworks", default="zoo,trl", help="comma-separated: zoo, trl")
     parser.add_argument("--json", help="also write the summaries to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -21,12 +21,13 @@ from torch import Tensor, nn
 from zoo import tiny
 from zoo.batch import PromptBatch
 from zoo.features import encoded_once
-from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds
+from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds, generate_shared
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CACHES = ("dynamic", "static")
 
 
 @contextmanager
@@ -71,6 +72,13 @@ class PolicyModule(LightningModule, ABC):
             The log-probs are the same either way.
         trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of the
             micro-batch uses. The log-probs are the same either way.
+        share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders and the
+            prompt prefill run once per prompt and the KV cache is repeated G times (same completions as G
+            copies of the prompt, for the same seed). False repeats every prompt G times.
+        cache_implementation: KV cache of sampling: ``dynamic`` (grows per token) or ``static`` (allocated
+            once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode`` need).
+        compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache; Hugging Face
+            ``generate`` compiles on the first call, which takes a while). Ignored on CPU.
     """
 
     modalities: ClassVar[frozenset[str]] = frozenset({"text"})
@@ -93,10 +101,18 @@ class PolicyModule(LightningModule, ABC):
         gradient_checkpointing: bool = False,
         reuse_media_features: bool = True,
         trim_padding: bool = True,
+        share_prefix: bool = True,
+        cache_implementation: str = "dynamic",
+        compile_decode: bool = False,
     ):
         super().__init__()
         if dtype is not None and dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)} or None, got {dtype!r}")
+        if cache_implementation not in CACHES:
+            raise ValueError(f"cache_implementation must be one of {CACHES}, got {cache_implementation!r}")
+        if compile_decode and cache_implementation != "static":
+            raise ValueError("compile_decode needs cache_implementation: static (a dynamic cache changes shape "
+                             "every token, so the compiled graph would be rebuilt every step)")
         self.lora = LoRA(**lora) if isinstance(lora, dict) else lora
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         if isinstance(self.hparams.get("lora"), LoRA):  # plain data, so checkpoints load with weights_only
@@ -110,6 +126,9 @@ class PolicyModule(LightningModule, ABC):
         self.gradient_checkpointing = gradient_checkpointing
         self.reuse_media_features = reuse_media_features
         self.trim_padding = trim_padding
+        self.share_prefix = share_prefix
+        self.cache_implementation = cache_implementation
+        self.compile_decode = compile_decode
         self.model: nn.Module | None = None
         self.processor = None
         self.automatic_optimization = False  # the GRPO strategy runs backward and optimizer steps itself
@@ -222,35 +241,45 @@ class PolicyModule(LightningModule, ABC):
         temperatures and top-k that GRPO must not inherit); sampling is added by `SeededSampling`."""
         from transformers import GenerationConfig
 
+        static = self.cache_implementation == "static"
         return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=self.eos_ids,
-                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids)
+                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids,
+                                cache_implementation="static" if static else None,
+                                disable_compile=not self.compile_decode)
 
     @torch.no_grad()
     def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
                temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed: int | None = None,
-               ) -> Rollout:
+               share_prefix: bool | None = None) -> Rollout:
         """Generate ``num_generations`` completions per example, in eval mode.
 
         Sampling noise of row ``(b, g)`` comes from ``(seed, examples[b].uid, g)``: the same example and seed
         give the same completion in any batch on any rank. ``seed`` None draws one from torch's generator.
-        ``greedy`` decodes deterministically (temperature 1 for scoring).
+        ``greedy`` decodes deterministically (temperature 1 for scoring). ``share_prefix`` None follows the
+        policy's setting.
         """
         prompts = self.encode(examples).to(self.device)
-        inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
+        prompt_length = prompts.tensors["input_ids"].shape[1]
         processors = []
         if not greedy:
             seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
             seeds = example_row_seeds(examples, num_generations, seed)
-            processors.append(SeededSampling(seeds, inputs["input_ids"].shape[1], temperature, top_p))
+            processors.append(SeededSampling(seeds, prompt_length, temperature, top_p))
+        config = self.generation_config(max_new_tokens)
+        shared = self.share_prefix if share_prefix is None else share_prefix
         was_training = self.model.training
         self.model.eval()
         try:
             with unsharded(self.model):
-                out = self.model.generate(**inputs, generation_config=self.generation_config(max_new_tokens),
+                if shared:
+                    out = generate_shared(self.model, prompts.tensors, prompts.media_keys, num_generations, config,
                                           logits_processor=processors)
+                else:
+                    inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
+                    out = self.model.generate(**inputs, generation_config=config, logits_processor=processors)
         finally:
             self.model.train(was_training)
-        ids = out[:, inputs["input_ids"].shape[1]:]  # [N, L]
+        ids = out[:, prompt_length:]  # [N, L]
         mask, truncated = completion_mask(ids, self.eos_ids)
         ids = ids.masked_fill(~mask, self.eos_ids[0])
         lengths = mask.sum(1) - (~truncated).long()  # tokens before the EOS

@@ -69,11 +69,21 @@ class SplicedLM(nn.Module):
                        position_ids=position_ids, **kwargs)
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor, **kwargs) -> Tensor:
-        """Prompt + new tokens ``[B, T + L]``: the prompt is fed as embeddings, later steps as token ids."""
+        """Prompt + new tokens ``[B, T + L]``: the prompt is fed as embeddings, later steps as token ids. With a
+        ``cache`` that already holds the prompt's media (`zoo.grpo.rollout.generate_shared`) the rest is text."""
+        if kwargs.get("cache") is not None:
+            return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         embeds = self.embed(input_ids, self._split(kwargs))
         return self.lm.generate(input_ids=input_ids, inputs_embeds=embeds, attention_mask=attention_mask, **kwargs)
 
-    # the parts of the Hugging Face model API that PolicyModule uses
+    # the parts of the Hugging Face model API that PolicyModule and generate_shared use
+    @property
+    def config(self):
+        return self.lm.config
+
+    def _prepare_position_ids_for_generation(self, input_ids: Tensor, model_kwargs: dict) -> Tensor:
+        return positions(model_kwargs["attention_mask"])
+
     @property
     def generation_config(self):
         return self.lm.generation_config

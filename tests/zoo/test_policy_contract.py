@@ -258,3 +258,32 @@ def test_lora_trains_only_adapters_and_its_reference_is_the_base(policy):
     assert changed and changed <= trainable
     torch.testing.assert_close(module.reference_log_probs(rollout, rows)[mask], base[mask], atol=1e-5, rtol=0)
     assert "_reference" not in module.__dict__
+
+
+def test_prefix_sharing_gives_the_same_completions(policy):
+    """Prompts of different lengths (left padded) and media: sampling from one prefill per prompt with the cache
+    repeated G times gives, token for token, the completions of G copies of each prompt, with the dynamic and
+    the static cache; G = 1 gives the first of each group (row noise is keyed by example and g)."""
+    examples = examples_for(policy)
+    for i, ex in enumerate(examples):
+        ex.uid = f"ex{i}"
+    copies = policy.sample(examples, 2, max_new_tokens=6, seed=3, share_prefix=False)
+    batches = []
+    hook = policy.model.register_forward_hook(lambda m, args, kwargs, out: batches.append(
+        kwargs["input_ids"].shape), with_kwargs=True)
+    try:
+        shared = policy.sample(examples, 2, max_new_tokens=6, seed=3, share_prefix=True)
+    finally:
+        hook.remove()
+    assert batches[0] == (len(examples), copies.prompts.tensors["input_ids"].shape[1] - 1)  # one prefill, B rows
+    assert all(rows == 2 * len(examples) for rows, _ in batches[1:])
+    assert torch.equal(shared.completion_ids, copies.completion_ids) and shared.completions == copies.completions
+    assert len(set(copies.completions)) > 1
+    policy.cache_implementation = "static"
+    try:
+        static = policy.sample(examples, 2, max_new_tokens=6, seed=3, share_prefix=True)
+    finally:
+        policy.cache_implementation = "dynamic"
+    assert torch.equal(static.completion_ids, copies.completion_ids)
+    single = policy.sample(examples, 1, max_new_tokens=6, seed=3, share_prefix=True)
+    assert single.completions == copies.completions[::2]

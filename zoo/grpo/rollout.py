@@ -10,12 +10,15 @@ position it landed in, so a global batch gives the same rollouts on 1 process or
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import inspect
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers.cache_utils import DynamicCache, StaticCache, StaticLayer
 
 from zoo.batch import PromptBatch
 
@@ -81,6 +84,63 @@ class SeededSampling(LogitsProcessor):
         position = input_ids.shape[1] - self.prompt_length
         noise = gumbel_noise(self.seeds.to(scores.device), position, scores.shape[-1])
         return scores + noise.to(scores.dtype)
+
+
+def expand_cache(cache, repeats: int) -> None:
+    """Repeat every layer's keys and values ``repeats`` times along the batch, in place: row ``b`` becomes rows
+    ``b * repeats ... (b + 1) * repeats - 1``. A static layer keeps a fixed address for ``torch.compile``."""
+    for layer in cache.layers:
+        if not isinstance(layer, StaticLayer):
+            layer.batch_repeat_interleave(repeats)
+        elif layer.is_initialized:
+            layer.keys, layer.values = (t.repeat_interleave(repeats, dim=0) for t in (layer.keys, layer.values))
+            layer.batch_size *= repeats
+            torch._dynamo.mark_static_address(layer.keys)
+            torch._dynamo.mark_static_address(layer.values)
+
+
+def generate_shared(model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], repeats: int,
+                    generation_config, **kwargs) -> Tensor:
+    """``model.generate`` on every prompt repeated ``repeats`` times, with the prompts encoded only once.
+
+    The prompts minus their last token (media, vision / audio encoders and all) run through ``model`` once,
+    B rows; the cache is repeated (`expand_cache`) and ``generate`` continues the N rows from the last prompt
+    token. Position ids (Qwen's 3D rope ones too) are computed once, as ``generate`` would, and repeated, so
+    no per-row model state (such as Qwen's ``rope_deltas``) is read while decoding.
+
+    Args:
+        model: A Hugging Face generative model (or one exposing the same ``forward`` / ``generate`` /
+            ``_prepare_position_ids_for_generation``).
+        inputs: Processor-style inputs of the B prompts, left padded.
+        media_keys: Keys of ``inputs`` that only the prefill takes (pixel values, grids, audio features).
+        repeats: G.
+        generation_config: ``generate`` settings; ``cache_implementation="static"`` prefills into a static
+            cache sized for the prompt and ``max_new_tokens``.
+        **kwargs: More ``generate`` arguments (``logits_processor``).
+
+    Returns:
+        Prompt + completion ids ``[N, T + L]``, as ``generate`` returns them.
+    """
+    ids = inputs["input_ids"]  # [B, T]
+    tokens = {k: v for k, v in inputs.items() if k not in media_keys and v.shape == ids.shape}  # ids, masks, types
+    media = {k: v for k, v in inputs.items() if k not in tokens}
+    generation_config = copy.copy(generation_config)  # the cache is made here: generate must not make one
+    static, generation_config.cache_implementation = generation_config.cache_implementation == "static", None
+    text_config = model.config.get_text_config(decoder=True)
+    if static:  # never shorter than the last one, as generate does, so a compiled decoder is not rebuilt
+        length = max(ids.shape[1] + generation_config.max_new_tokens, getattr(model, "_previous_max_cache_length", 0))
+        model._previous_max_cache_length = length
+    cache = StaticCache(config=text_config, max_cache_len=length) if static else DynamicCache(config=text_config)
+    # the last prompt token is left to generate, which needs an uncached token to give the first logits
+    prefill = {k: v[:, :-1] for k, v in tokens.items()} | media  # [B, T - 1] and the media
+    decode = {k: v.repeat_interleave(repeats, dim=0) for k, v in tokens.items()}  # [N, T]
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        positions = model._prepare_position_ids_for_generation(ids, dict(inputs))  # [..., B, T]
+        prefill["position_ids"] = positions[..., :-1]
+        decode["position_ids"] = positions.repeat_interleave(repeats, dim=-2)
+    model(**prefill, cache=cache, use_cache=True, logits_to_keep=1)
+    expand_cache(cache, repeats)
+    return model.generate(**decode, cache=cache, generation_config=generation_config, **kwargs)
 
 
 def completion_mask(ids: Tensor, eos_ids: list[int]) -> tuple[Tensor, Tensor]:
