@@ -23,12 +23,12 @@ class GRPOMetrics(Callback):
     each evaluation, the means over every rank (torchmetrics) of the strategy's per-example scores, overall and
     per task: ``<split>/accuracy`` (mean ``accuracy`` reward part), ``<split>/reward`` (mean total),
     ``<split>/pass@<k>`` and ``<split>/<task>/{accuracy,reward,pass@<k>}``, ``<split>`` being ``val`` or
-    ``test``. Prints the accuracy history; outside ``fit`` (``zoo validate``, ``zoo test``) also prints a
-    per-task table and writes the metrics to ``<log_dir>/<results>``.
+    ``test``. Prints the accuracy history and, outside ``fit`` (``zoo validate``, ``zoo test``), a per-task
+    table; writes the latest evaluation's metrics to ``<log_dir>/<results>``.
 
     Args:
         summary: Print each evaluation's accuracy and, at the end of fit, the first and last ones.
-        results: File name (in the logger's directory) of the JSON written by ``zoo validate`` / ``zoo test``:
+        results: File name (in the logger's directory) of a JSON object rewritten after each evaluation:
             ``split``, ``at``, ``settings`` (the strategy's evaluation settings) and ``metrics``; empty disables it.
     """
 
@@ -72,8 +72,8 @@ class GRPOMetrics(Callback):
             rank_zero_info(f"[zoo] {prefix} accuracy at {evaluated_at(trainer)}: {shown}")
         if trainer.state.fn != "fit":
             rank_zero_info(task_table(results))
-            if self.results and trainer.is_global_zero:
-                self._write(trainer, prefix, results)
+        if self.results and trainer.is_global_zero:
+            self._write(trainer, prefix, results)
 
     def _write(self, trainer, split: str, results: dict[str, float]) -> None:
         settings = {name: getattr(trainer.strategy, name) for name in EVAL_SETTINGS if hasattr(trainer.strategy, name)}

@@ -56,6 +56,7 @@ def test_fit_writes_metrics_rollouts_and_config(single):
     assert list((run_dir(cwd) / "checkpoints").glob("*.ckpt"))
     predictions = [json.loads(line) for line in (run_dir(cwd) / "predictions.jsonl").read_text().splitlines()]
     assert [r["at"] for r in predictions].count("start") == len(predictions) // 2  # before fit and at step 4
+    assert json.loads((run_dir(cwd) / "metrics.json").read_text())["at"] == "step 4"  # the latest evaluation
     out = result.stdout + result.stderr
     assert "val accuracy at start" in out and "val accuracy at step 4" in out and "held-out accuracy" in out
 
@@ -145,6 +146,11 @@ def test_validate_and_test_from_a_checkpoint_write_metrics_and_every_prediction(
         results = json.loads((run_dir(out) / "metrics.json").read_text())
         assert results["at"] == f"checkpoint {ckpt}"
         assert results["metrics"][f"{split}/accuracy"] == pytest.approx(float(logged[f"{split}/accuracy"]))
+    # `--ckpt_path last` finds the same checkpoint under runs/ and evaluates it alike
+    shutil.copytree(cwd / "runs", tmp_path / "last" / "runs")
+    zoo("test", "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path", "last", cwd=tmp_path / "last")
+    latest = json.loads((tmp_path / "last" / "runs" / "lightning_logs" / "version_1" / "metrics.json").read_text())
+    assert latest["at"].endswith(ckpt.name) and latest["metrics"] == pytest.approx(results["metrics"])
 
 
 def test_test_samples_a_base_model_and_reports_the_means_of_its_predictions(tmp_path):
