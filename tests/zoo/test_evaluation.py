@@ -55,29 +55,6 @@ def test_task_means_average_overall_and_per_task():
         assert TaskMeans(["a"], ["accuracy"]).compute() == {}  # nothing evaluated: nothing to report
 
 
-def _two_rank_means(rank: int, store: str, out: str) -> None:
-    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    means = TaskMeans(["a", "b"], ["accuracy"])
-    if rank == 0:  # rank 0 saw only task a, rank 1 only task b (twice)
-        means.update(["a"], {"accuracy": torch.tensor([1.0])})
-    else:
-        means.update(["b", "b"], {"accuracy": torch.tensor([0.0, 0.5])})
-    result = means.compute()
-    torch.distributed.destroy_process_group()
-    with open(f"{out}.{rank}", "w") as f:
-        json.dump(result, f)
-
-
-def test_task_means_are_summed_over_ranks(tmp_path):
-    out = str(tmp_path / "result")
-    # fork: the children need no re-import of the test module (spawn would import zoo again)
-    torch.multiprocessing.start_processes(_two_rank_means, args=(str(tmp_path / "store"), out), nprocs=2,
-                                          start_method="fork")
-    expected = {"accuracy": 0.5, "examples": 3.0, "a/accuracy": 1.0, "a/examples": 1.0, "b/accuracy": 0.25,
-                "b/examples": 2.0}
-    assert [json.loads((tmp_path / f"result.{rank}").read_text()) for rank in (0, 1)] == [expected, expected]
-
-
 @pytest.mark.parametrize(("bad", "message"), [
     (dict(eval_num_generations=0), "eval_num_generations must be >= 1"),
     (dict(eval_temperature=-0.5), "eval_temperature must be >= 0"),
