@@ -28,8 +28,9 @@ class GRPOMetrics(Callback):
 
     Args:
         summary: Print each evaluation's accuracy and, at the end of fit, the first and last ones.
-        results: File name (in the logger's directory) of a JSON object rewritten after each evaluation:
-            ``split``, ``at``, ``settings`` (the strategy's evaluation settings) and ``metrics``; empty disables it.
+        results: File name (in the logger's directory) of a JSON object rewritten after each evaluation (during
+            ``fit`` only when a logger gives the run a directory): ``split``, ``at``, ``settings`` (the strategy's
+            evaluation settings) and ``metrics``; empty disables it.
     """
 
     def __init__(self, summary: bool = True, results: str = "metrics.json"):
@@ -72,7 +73,7 @@ class GRPOMetrics(Callback):
             rank_zero_info(f"[zoo] {prefix} accuracy at {evaluated_at(trainer)}: {shown}")
         if trainer.state.fn != "fit":
             rank_zero_info(task_table(results))
-        if self.results and trainer.is_global_zero:
+        if self.results and trainer.is_global_zero and (trainer.loggers or trainer.state.fn != "fit"):
             self._write(trainer, prefix, results)
 
     def _write(self, trainer, split: str, results: dict[str, float]) -> None:
