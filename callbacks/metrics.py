@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
-from zoo.grpo.metrics import Means, gather_objects
+from zoo.grpo.evaluation import TaskMeans
+from zoo.grpo.metrics import gather_objects
 
 PROGRESS_BAR = ("train/reward", "train/grpo/kl")
+#: Strategy attributes recorded with the results of ``zoo validate`` / ``zoo test``.
+EVAL_SETTINGS = ("eval_num_generations", "eval_temperature", "eval_top_p", "eval_seed", "eval_pass_k",
+                 "max_new_tokens")
 
 
 class GRPOMetrics(Callback):
-    """Logs per-step training metrics (``train/reward`` and ``train/grpo/kl`` on the progress bar) and held-out accuracy
-    (``val/<task>/accuracy``, ``val/accuracy``) after each validation, and prints the accuracy history.
+    """Logs per-step training metrics (``train/reward`` and ``train/grpo/kl`` on the progress bar) and, after
+    each evaluation, the means over every rank (torchmetrics) of the strategy's per-example scores, overall and
+    per task: ``<split>/accuracy`` (mean ``accuracy`` reward part), ``<split>/reward`` (mean total),
+    ``<split>/pass@<k>`` and ``<split>/<task>/{accuracy,reward,pass@<k>}``, ``<split>`` being ``val`` or
+    ``test``. Prints the accuracy history and, outside ``fit`` (``zoo validate``, ``zoo test``), a per-task
+    table; writes the latest evaluation's metrics to ``<log_dir>/<results>``.
 
     Args:
-        summary: Print each validation's accuracy and, at the end of fit, the first and last ones.
+        summary: Print each evaluation's accuracy and, at the end of fit, the first and last ones.
+        results: File name (in the logger's directory) of a JSON object rewritten after each evaluation (during
+            ``fit`` only when a logger gives the run a directory): ``split``, ``at``, ``settings`` (the strategy's
+            evaluation settings) and ``metrics``; empty disables it.
     """
 
-    def __init__(self, summary: bool = True):
-        self.summary = summary
+    def __init__(self, summary: bool = True, results: str = "metrics.json"):
+        self.summary, self.results = summary, results
         self.history: list[tuple[str, dict[str, float]]] = []
-        self._eval = Means()
+        self.path: Path | None = None
+        self._eval: TaskMeans | None = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self.path = run_path(trainer, self.results)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         metrics = dict((outputs or {}).get("metrics", {})) | _skips(trainer.datamodule)
@@ -32,25 +48,45 @@ class GRPOMetrics(Callback):
             pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
                           batch_size=len(batch))
 
+    def _on_eval_epoch_start(self, trainer, pl_module):
+        names = getattr(trainer.strategy, "eval_score_names", ["accuracy", "reward"])
+        tasks = sorted(getattr(trainer.datamodule, "tasks", {}))
+        self._eval = TaskMeans(tasks, names).to(pl_module.device)
+
     def _on_eval_batch_end(self, outputs, batch):
-        if not outputs or "rewards" not in outputs:
-            return
-        for example, reward in zip(batch, outputs["rewards"], strict=True):
-            self._eval.add("accuracy", reward.parts.get("accuracy", 0.0))
-            self._eval.add(f"{example.task}/accuracy", reward.parts.get("accuracy", 0.0))
-            self._eval.add("reward", reward.total)
+        if outputs and "scores" in outputs:
+            self._eval.update([example.task for example in batch], outputs["scores"])
 
     def _on_eval_epoch_end(self, trainer, pl_module, prefix: str):
-        results, self._eval = self._eval.result(), Means()
-        if trainer.sanity_checking or not results:
+        if trainer.sanity_checking:
+            return
+        results, self._eval = self._eval.compute(), None  # a collective under DDP: every rank computes
+        if not results:
             return
         for name, value in results.items():
-            pl_module.log(f"{prefix}/{name}", value, prog_bar=name == "accuracy", sync_dist=False)
+            if not name.endswith("examples"):
+                pl_module.log(f"{prefix}/{name}", value, prog_bar=name == "accuracy", sync_dist=False)
         accuracy = {k.removesuffix("/accuracy"): v for k, v in results.items() if k.endswith("accuracy")}
         self.history.append((evaluated_at(trainer), accuracy))
         if self.summary:
             shown = ", ".join(f"{k}={v:.3f}" for k, v in accuracy.items())
             rank_zero_info(f"[zoo] {prefix} accuracy at {evaluated_at(trainer)}: {shown}")
+        if trainer.state.fn != "fit":
+            rank_zero_info(task_table(results))
+        if self.results and trainer.is_global_zero and (trainer.loggers or trainer.state.fn != "fit"):
+            self._write(trainer, prefix, results)
+
+    def _write(self, trainer, split: str, results: dict[str, float]) -> None:
+        settings = {name: getattr(trainer.strategy, name) for name in EVAL_SETTINGS if hasattr(trainer.strategy, name)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"split": split, "at": evaluated_at(trainer), "settings": settings,
+                                         "metrics": {f"{split}/{k}": v for k, v in results.items()}}, indent=1))
+
+    def on_validation_epoch_start(self, trainer, pl_module):
+        self._on_eval_epoch_start(trainer, pl_module)
+
+    def on_test_epoch_start(self, trainer, pl_module):
+        self._on_eval_epoch_start(trainer, pl_module)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         self._on_eval_batch_end(outputs, batch)
@@ -69,6 +105,18 @@ class GRPOMetrics(Callback):
             (first_at, first), (last_at, last) = self.history[0], self.history[-1]
             rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at {first_at} -> "
                            f"{last['accuracy']:.3f} at {last_at}")
+
+
+def task_table(results: dict[str, float]) -> str:
+    """A plain-text table of `TaskMeans` results: one row per task and an ``all`` row, one column per score."""
+    scores = [k for k in results if "/" not in k and k != "examples"]
+    tasks = sorted({k.rsplit("/", 1)[0] for k in results if "/" in k})
+    rows = [[task, f"{results[f'{task}/examples']:.0f}", *(f"{results[f'{task}/{s}']:.3f}" for s in scores)]
+            for task in tasks] + [["all", f"{results['examples']:.0f}", *(f"{results[s]:.3f}" for s in scores)]]
+    header = ["task", "examples", *scores]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True))
+                     for row in [header, *rows])
 
 
 def _skips(datamodule) -> dict[str, float]:

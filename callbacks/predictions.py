@@ -14,11 +14,12 @@ from zoo.grpo.metrics import gather_objects
 
 class Predictions(Callback):
     """After each evaluation (``zoo validate``, ``zoo test`` and the validations during ``fit``) appends one JSON
-    object per held-out example to ``<log_dir>/<filename>``: ``split``, ``at`` (the step or checkpoint),
-    ``uid``, ``task``, ``prompt``, ``answer`` (the truth), ``expected`` (the answer as a perfect policy writes
+    object per evaluated completion to ``<log_dir>/<filename>``: ``split``, ``at`` (the step or checkpoint),
+    ``uid``, ``sample`` (0 to n - 1: the strategy's ``eval_num_generations`` completions of an example are n
+    rows), ``task``, ``prompt``, ``answer`` (the truth), ``expected`` (the answer as a perfect policy writes
     it), ``completion``, ``parsed`` (the answer extracted from the completion by the task's format, None when
     malformed), ``reward`` and ``parts``. Under DDP the
-    rows of every rank are gathered and rank 0 writes them, sorted by uid.
+    rows of every rank are gathered and rank 0 writes them, sorted by uid and sample.
 
     Args:
         filename: File name inside the logger's directory (the trainer's root dir without a logger); empty
@@ -42,8 +43,8 @@ class Predictions(Callback):
             example, completion = rollout.example(n), rollout.completions[n]
             task = tasks.get(example.task)
             parsed = answers.extract(completion, task.answer_format, task.think)[0] if task else None
-            self._rows.append({"split": split, "at": at, "uid": example.uid, "task": example.task,
-                               "prompt": example.prompt_text, "answer": example.answer,
+            self._rows.append({"split": split, "at": at, "uid": example.uid, "sample": n % rollout.num_generations,
+                               "task": example.task, "prompt": example.prompt_text, "answer": example.answer,
                                "expected": task.answer_text(example) if task else None,
                                "completion": completion, "parsed": parsed, "reward": reward.total,
                                "parts": reward.parts})
@@ -72,7 +73,8 @@ class Predictions(Callback):
 
 
 def _uid_order(row: dict) -> tuple:
-    """Uids end in the example index (``seed:stream:epoch:i``): sort numerically, whatever the rank split."""
+    """Uids end in the example index (``seed:stream:epoch:i``): sort numerically, whatever the rank split, then
+    by sample."""
     uid = str(row["uid"])
     head, _, index = uid.rpartition(":")
-    return (head, int(index)) if index.isdigit() else (uid, 0)
+    return (head, int(index), row["sample"]) if index.isdigit() else (uid, 0, row["sample"])

@@ -56,6 +56,7 @@ def test_fit_writes_metrics_rollouts_and_config(single):
     assert list((run_dir(cwd) / "checkpoints").glob("*.ckpt"))
     predictions = [json.loads(line) for line in (run_dir(cwd) / "predictions.jsonl").read_text().splitlines()]
     assert [r["at"] for r in predictions].count("start") == len(predictions) // 2  # before fit and at step 4
+    assert json.loads((run_dir(cwd) / "metrics.json").read_text())["at"] == "step 4"  # the latest evaluation
     out = result.stdout + result.stderr
     assert "val accuracy at start" in out and "val accuracy at step 4" in out and "held-out accuracy" in out
 
@@ -141,6 +142,40 @@ def test_validate_and_test_from_a_checkpoint_write_metrics_and_every_prediction(
         accuracy = sum(r["parts"]["accuracy"] for r in rows) / len(rows)
         assert float(logged[f"{split}/accuracy"]) == pytest.approx(accuracy)
         assert float(logged[f"{split}/reward"]) == pytest.approx(sum(r["reward"] for r in rows) / len(rows))
+        assert {r["sample"] for r in rows} == {0}  # greedy by default: one completion per example
+        results = json.loads((run_dir(out) / "metrics.json").read_text())
+        assert results["at"] == f"checkpoint {ckpt}"
+        assert results["metrics"][f"{split}/accuracy"] == pytest.approx(float(logged[f"{split}/accuracy"]))
+    # `--ckpt_path last` finds the same checkpoint under runs/ and evaluates it alike
+    shutil.copytree(cwd / "runs", tmp_path / "last" / "runs")
+    zoo("test", "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path", "last", cwd=tmp_path / "last")
+    latest = json.loads((tmp_path / "last" / "runs" / "lightning_logs" / "version_1" / "metrics.json").read_text())
+    assert latest["at"].endswith(ckpt.name) and latest["metrics"] == pytest.approx(results["metrics"])
+
+
+def test_test_samples_a_base_model_and_reports_the_means_of_its_predictions(tmp_path):
+    """`zoo test` of the config's own weights (no checkpoint), 4 sampled completions per example: metrics.json
+    and the logged metrics are the means of the rows of predictions.jsonl, pass@k included."""
+    from math import comb
+
+    grpo = "--trainer.strategy.init_args."
+    sampled = [f"{grpo}eval_num_generations", "4", f"{grpo}eval_temperature", "1.0", f"{grpo}eval_pass_k", "[1, 2, 4]"]
+    result = zoo("test", "--config", QUICKSTART, "--data.init_args.val_size", "8", *sampled, cwd=tmp_path)
+    assert "test accuracy at start" in result.stderr and re.search(r"task +examples +accuracy +reward", result.stderr)
+    rows = [json.loads(line) for line in (run_dir(tmp_path) / "predictions.jsonl").read_text().splitlines()]
+    assert [(r["uid"], r["sample"]) for r in rows] == [(f"0:val:0:{i}", g) for i in range(8) for g in range(4)]
+    results = json.loads((run_dir(tmp_path) / "metrics.json").read_text())
+    assert results["split"] == "test" and results["at"] == "start" and results["settings"]["eval_seed"] == 0
+    correct = [sum(r["parts"]["accuracy"] == 1 for r in rows[i:i + 4]) for i in range(0, 32, 4)]
+    expected = {"accuracy": sum(r["parts"]["accuracy"] for r in rows) / 32, "examples": 8,
+                "reward": sum(r["reward"] for r in rows) / 32,
+                **{f"pass@{k}": sum(1 - comb(4 - c, k) / comb(4, k) for c in correct) / 8 for k in (1, 2, 4)}}
+    expected |= {f"rotation/{k}": v for k, v in expected.items()}  # the quickstart's only task
+    assert results["metrics"] == pytest.approx({f"test/{k}": v for k, v in expected.items()})
+    with open(run_dir(tmp_path) / "metrics.csv") as f:
+        (logged,) = list(csv.DictReader(f))
+    assert {k: float(v) for k, v in logged.items() if v and k.startswith("test/")} == \
+           pytest.approx({k: v for k, v in results["metrics"].items() if not k.endswith("examples")})
 
 
 def test_fit_resumes_from_the_last_checkpoint(single, tmp_path):

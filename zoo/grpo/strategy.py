@@ -18,6 +18,7 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Par
 from torch import Tensor
 
 from zoo.grpo import functional as F
+from zoo.grpo.evaluation import example_scores
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
 
@@ -47,6 +48,16 @@ class GRPOMixin:
         micro_batch_size: Completions per forward/backward pass (bounds memory); None does all at once.
         entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
+        eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and the
+            validations during ``fit``); each is one row of the predictions file.
+        eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0 samples
+            with noise seeded by ``eval_seed`` and each example's uid, so evaluating the same weights twice
+            gives the same completions.
+        eval_top_p: Nucleus threshold of sampled evaluation.
+        eval_seed: Fixed seed of sampled evaluation (independent of the run's seed and step).
+        eval_pass_k: k values of the unbiased pass@k estimate (``val/pass@<k>``, ``val/<task>/pass@<k>``),
+            each in ``[1, n]``; a sample is correct when its ``accuracy`` reward part is 1. None reports
+            pass@1 and pass@n.
         **kwargs: Arguments of the Lightning strategy.
     """
 
@@ -69,6 +80,11 @@ class GRPOMixin:
         micro_batch_size: int | None = None,
         entropy_coef: float = 0.0,
         max_grad_norm: float | None = 1.0,
+        eval_num_generations: int = 1,
+        eval_temperature: float = 0.0,
+        eval_top_p: float = 1.0,
+        eval_seed: int = 0,
+        eval_pass_k: list[int] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -91,6 +107,7 @@ class GRPOMixin:
         self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
         self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
         self.accumulate_grad_batches = 1
+        self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
 
     def connect(self, model) -> None:
         """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
@@ -264,10 +281,34 @@ class GRPOMixin:
             scheduler.step()
 
     # ---- evaluation -----------------------------------------------------------------------------
+    def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
+        _check(n >= 1, f"eval_num_generations must be >= 1, got {n}")
+        _check(temperature >= 0, f"eval_temperature must be >= 0 (0 is greedy), got {temperature}")
+        _check(temperature > 0 or n == 1, f"eval_num_generations={n} with eval_temperature=0: greedy decoding "
+                                          "gives n identical completions; set eval_temperature > 0 to sample")
+        _check(0 < top_p <= 1, f"eval_top_p must be in (0, 1], got {top_p}")
+        ks = sorted({1, n}) if ks is None else sorted(set(ks))
+        _check(all(1 <= k <= n for k in ks), f"eval_pass_k values must be in [1, eval_num_generations={n}], "
+                                             f"got {ks}")
+        self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
+        self.eval_seed, self.eval_pass_k = seed, ks
+
+    @property
+    def eval_score_names(self) -> list[str]:
+        """Per-example scores each evaluation step returns (`zoo.grpo.evaluation.example_scores`)."""
+        return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
+
     def validation_step(self, batch: list, batch_idx: int) -> dict:
-        """Greedy completions for held-out examples; the metrics callback turns them into accuracy."""
-        rollout = self.lightning_module.sample(batch, 1, max_new_tokens=self.max_new_tokens, greedy=True)
-        return {"rollout": rollout, "rewards": self._verify(rollout)}
+        """``eval_num_generations`` completions per held-out example (greedy, or sampled with the fixed
+        ``eval_seed``), their rewards, and per-example scores that the metrics callback averages."""
+        module, n = self.lightning_module, self.eval_num_generations
+        if self.eval_temperature == 0:
+            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
+        else:
+            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature,
+                                    top_p=self.eval_top_p, seed=self.eval_seed)
+        rewards = self._verify(rollout)
+        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.eval_pass_k)}
 
     test_step = validation_step
 

@@ -1,0 +1,84 @@
+"""Held-out evaluation scores: per-example accuracy, reward and unbiased pass@k (Chen et al. 2021, "Evaluating
+Large Language Models Trained on Code"), and a torchmetrics metric that averages them per task over every rank.
+
+A completion is *correct* when its reward's ``accuracy`` part is 1 (full credit): for graded tasks (fraction in
+place, IoU, relative count error) partial credit counts towards ``accuracy`` but never towards pass@k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+
+
+def is_correct(reward) -> bool:
+    """Full credit: the ``accuracy`` part is 1 (a reward without one is never correct)."""
+    return reward.parts.get("accuracy", 0.0) >= 1.0
+
+
+def pass_at_k(correct: Tensor, n: int, k: int) -> Tensor:
+    """Unbiased pass@k per example: the chance that k of the n samples, drawn without replacement, hold at least
+    one correct one, ``1 - C(n - c, k) / C(n, k)`` (exact integer binomials).
+
+    Args:
+        correct: Correct samples ``c`` of each example, ``[B]`` integers in ``[0, n]``.
+        n: Samples per example.
+        k: Samples drawn, ``1 <= k <= n``.
+    """
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    total = math.comb(n, k)
+    return torch.tensor([1.0 - math.comb(n - int(c), k) / total for c in correct], dtype=torch.float64)  # [B]
+
+
+def example_scores(rewards: list, num_generations: int, ks: list[int]) -> dict[str, Tensor]:
+    """``accuracy`` and ``reward`` (means over each example's samples) and ``pass@<k>`` for each k, all ``[B]``,
+    from the ``B * num_generations`` rewards of a rollout (rows of one example contiguous)."""
+    accuracy = torch.tensor([r.parts.get("accuracy", 0.0) for r in rewards], dtype=torch.float64)  # [N]
+    total = torch.tensor([r.total for r in rewards], dtype=torch.float64)  # [N]
+    correct = torch.tensor([is_correct(r) for r in rewards]).view(-1, num_generations).sum(1)  # [B]
+    scores = {"accuracy": accuracy.view(-1, num_generations).mean(1), "reward": total.view(-1, num_generations).mean(1)}
+    return scores | {f"pass@{k}": pass_at_k(correct, num_generations, k) for k in ks}
+
+
+class TaskMeans(Metric):
+    """Means of named per-example scores, overall and per task, summed over ranks by torchmetrics (a rank that
+    saw no example of a task contributes zeros, so every rank holds the same fixed-shape states).
+
+    Args:
+        tasks: Task names to report separately; examples of other tasks count only in the overall means.
+        names: Score names (keys of `example_scores`).
+    """
+
+    full_state_update = False
+
+    def __init__(self, tasks: list[str], names: list[str]):
+        super().__init__()
+        self.tasks, self.names = list(tasks), list(names)
+        rows = 1 + len(self.tasks)  # row 0: every example
+        self.add_state("sums", torch.zeros(rows, len(self.names), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("counts", torch.zeros(rows, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, tasks: list[str], scores: dict[str, Tensor]) -> None:
+        values = torch.stack([scores[name] for name in self.names], dim=1).to(self.sums)  # [B, Q]
+        rows = torch.tensor([1 + self.tasks.index(t) if t in self.tasks else 0 for t in tasks],
+                            device=self.sums.device)  # [B]
+        known = rows > 0
+        self.sums[0] += values.sum(0)
+        self.counts[0] += len(values)
+        self.sums.index_add_(0, rows[known], values[known])
+        self.counts.index_add_(0, rows[known], torch.ones_like(values[known, 0]))
+
+    def compute(self) -> dict[str, float]:
+        """``<name>`` and ``<task>/<name>`` means, and ``examples`` / ``<task>/examples`` counts; tasks without
+        examples are left out."""
+        out = {}
+        for row, prefix in enumerate(["", *(f"{t}/" for t in self.tasks)]):
+            count = float(self.counts[row])
+            if count > 0:
+                out |= {f"{prefix}{name}": float(self.sums[row, q]) / count for q, name in enumerate(self.names)}
+                out[f"{prefix}examples"] = count
+        return out
