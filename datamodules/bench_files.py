@@ -28,48 +28,49 @@ def save_messages(messages: list[dict], folder: Path, stem: str) -> list[dict]:
     """JSON-ready copies of ``messages`` whose media are written under ``folder/media`` as ``<stem>-<k>.<ext>``
     (``k`` counts the media parts of the example)."""
     (folder / "media").mkdir(parents=True, exist_ok=True)
-    saved, k = [], 0
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            saved.append(dict(message))
-            continue
-        parts = []
-        for part in content:
-            key = _MEDIA_KEYS.get(part["type"])
-            if key is None or key not in part:
-                parts.append(dict(part))
-                continue
-            data, ext = encode(part["type"], part[key], part.get("sampling_rate"))
-            name = f"media/{stem}-{k}.{ext}"
-            (folder / name).write_bytes(data)
-            ref = {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
-            if part["type"] == "video":
-                ref["frames"] = len(part[key])
-            parts.append({**part, key: ref})
-            k += 1
-        saved.append({**message, "content": parts})
-    return saved
+    written = 0
+
+    def save(part: dict, key: str) -> dict:
+        nonlocal written
+        if key not in part:
+            return dict(part)
+        data, ext = encode(part["type"], part[key], part.get("sampling_rate"))
+        name = f"media/{stem}-{written}.{ext}"
+        (folder / name).write_bytes(data)
+        written += 1
+        ref = {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
+        if part["type"] == "video":
+            ref["frames"] = len(part[key])
+        return {**part, key: ref}
+
+    return _map_media(messages, save)
 
 
 def load_messages(messages: list[dict], folder: Path) -> list[dict]:
     """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is missing,
     leaves ``folder``, does not match its digest or does not decode."""
-    loaded = []
+
+    def load(part: dict, key: str) -> dict:
+        ref = part.get(key)
+        if not isinstance(ref, dict):
+            return part
+        return {**part, key: decode(part["type"], _read(folder, ref), ref)}
+
+    return _map_media(messages, load)
+
+
+def _map_media(messages: list[dict], convert) -> list[dict]:
+    """Copies of ``messages`` with ``convert(part, media_key)`` applied to each media part, in order."""
+    out = []
     for message in messages:
         content = message["content"]
         if isinstance(content, str):
-            loaded.append(dict(message))
+            out.append(dict(message))
             continue
-        parts = []
-        for part in content:
-            key = _MEDIA_KEYS.get(part["type"])
-            ref = part.get(key) if key else None
-            if isinstance(ref, dict):
-                part = {**part, key: decode(part["type"], _read(folder, ref), ref)}
-            parts.append(part)
-        loaded.append({**message, "content": parts})
-    return loaded
+        parts = [convert(part, _MEDIA_KEYS[part["type"]]) if part["type"] in _MEDIA_KEYS else dict(part)
+                 for part in content]
+        out.append({**message, "content": parts})
+    return out
 
 
 def _read(folder: Path, ref: dict) -> Path:

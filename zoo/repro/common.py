@@ -160,6 +160,13 @@ def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
     return p
 
 
+def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, dict]]:
+    """``(seed, row of first, row of second)`` for every seed that ran both arms, by seed."""
+    by = {(r["arm"], r["seed"]): r for r in rows}
+    seeds = sorted({s for _, s in by if (first, s) in by and (second, s) in by})
+    return [(s, by[first, s], by[second, s]) for s in seeds]
+
+
 def run_claim(args, arms: list[Arm], claim: str, verdict, train_keys: list[str],
               eval_parts: list[tuple[str, str]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict

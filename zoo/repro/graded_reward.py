@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticVideos
 from tasks import TemporalJigsaw
-from zoo.repro.common import Arm, parser, run_claim
+from zoo.repro.common import Arm, paired, parser, run_claim
 
 CLAIM = ("graded (footrule) permutation rewards learn where a binary exact-order reward stalls "
          "(Visual Jigsaw 3x3 image, VideoSSR temporal jigsaw)")
@@ -36,11 +36,9 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if, for every seed, the graded arm ends with a higher held-out footrule than the binary arm and
     starts with a smaller share of zero-variance groups; the note says whether the graded arm learned the
     order itself (held-out footrule more than 0.1 above chance) or only to answer."""
-    by = {(r["arm"], r["seed"]): r for r in rows}
-    seeds = sorted({s for _, s in by if ("graded", s) in by and ("binary", s) in by})
-    notes, held = [], True if seeds else None
-    for s in seeds:
-        g, b = by["graded", s], by["binary", s]
+    pairs = paired(rows, "graded", "binary")
+    notes, held = [], True if pairs else None
+    for s, g, b in pairs:
         gf, bf = g["after"]["jigsaw"]["footrule"], b["after"]["jigsaw"]["footrule"]
         ge, be = g["after"]["jigsaw"]["exact"], b["after"]["jigsaw"]["exact"]
         gz, bz = g["train"]["frac_zero_std"][0], b["train"]["frac_zero_std"][0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import Rotation
-from zoo.repro.common import Arm, parser, run_claim
+from zoo.repro.common import Arm, paired, parser, run_claim
 
 CLAIM = "dropping the KL penalty (beta 0, Visual Jigsaw) learns at least as fast as beta 0.04 (Jigsaw-R1)"
 STEPS = 300
@@ -29,11 +29,9 @@ def arms() -> list[Arm]:
 def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if, for every seed, beta 0 ends with held-out accuracy and final training reward at least those
     of beta 0.04."""
-    by = {(r["arm"], r["seed"]): r for r in rows}
-    seeds = sorted({s for _, s in by if ("beta 0", s) in by and ("beta 0.04", s) in by})
-    notes, held = [], True if seeds else None
-    for s in seeds:
-        free, kl = by["beta 0", s], by["beta 0.04", s]
+    pairs = paired(rows, "beta 0", "beta 0.04")
+    notes, held = [], True if pairs else None
+    for s, free, kl in pairs:
         fa, ka = free["after"]["rotation"]["accuracy"], kl["after"]["rotation"]["accuracy"]
         fr, kr = free["train"]["reward"][1], kl["train"]["reward"][1]
         held &= fa >= ka and fr >= kr
