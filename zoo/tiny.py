@@ -125,6 +125,22 @@ def _qwen2_5_vl(tok):
                                        chat_template=CHAT_TEMPLATE)
 
 
+def _qwen2_5_vl_3b(tok):
+    """Qwen2.5-VL-3B-Instruct's published shapes (and vocabulary rows) with random weights and the tiny
+    tokenizer and processor: for speed and memory measurements on a GPU (`zoo bench --model
+    tiny:qwen2_5_vl_3b`), not for training tests. Saved in bfloat16 (about 7.5 GB)."""
+    from transformers import Qwen2_5_VLConfig
+
+    _, processor = _qwen2_5_vl(tok)
+    text = dict(_text_config(tok), hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=32768, vocab_size=151936,
+                rope_parameters=dict(ROPE, mrope_section=[16, 24, 24]), tie_word_embeddings=True)
+    vision = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
+                  fullatt_block_indexes=[7, 15, 23, 31], window_size=112, patch_size=14)
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **_token_ids(tok))
+    return config, processor
+
+
 def _qwen3_vl(tok):
     from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
@@ -298,8 +314,8 @@ def _llava_onevision(_):
                                            chat_template=template)
 
 
-FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen3_vl": _qwen3_vl, "idefics3": _idefics3,
-            "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2,
+FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen2_5_vl_3b": _qwen2_5_vl_3b, "qwen3_vl": _qwen3_vl,
+            "idefics3": _idefics3, "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2,
             "qwen2_audio": _qwen2_audio, "qwen2_5_omni": _qwen2_5_omni}
 NAMED_TOKENS = {"qwen2_audio": AUDIO_TOKENS, "qwen2_5_omni": OMNI_TOKENS}
 
@@ -310,6 +326,7 @@ def _gemma3_init(model) -> None:
 
 
 INIT = {"gemma3": _gemma3_init}  # families whose random init needs a fix-up after ``from_config``
+SAVE_DTYPES = {"qwen2_5_vl_3b": torch.bfloat16}  # families saved in another dtype than float32
 
 
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
@@ -322,7 +339,7 @@ def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     # multimodal models (image-text-to-text and the audio ones) or a plain causal LM
     auto = AutoModelForCausalLM if config.get_text_config() is config else AutoModelForMultimodalLM
-    model = auto.from_config(config)
+    model = auto.from_config(config, dtype=SAVE_DTYPES.get(family, torch.float32))
     if family in INIT:
         INIT[family](model)
     model.generation_config.eos_token_id = config.get_text_config().eos_token_id

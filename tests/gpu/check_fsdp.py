@@ -20,16 +20,7 @@ from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from zoo import GRPOFSDPStrategy, GRPOStrategy, QwenVLPolicy, tiny
 
-SHAPES = {  # Qwen2.5-VL-3B-Instruct's published config, and a tiny one for a CPU smoke run
-    "3b": dict(text=dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-                         num_key_value_heads=2, vocab_size=151936, mrope=[16, 24, 24]),
-               vision=dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
-                           fullatt_block_indexes=[7, 15, 23, 31])),
-    "tiny": dict(text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                           num_key_value_heads=2, vocab_size=576, mrope=[2, 3, 3]),
-                 vision=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
-                             fullatt_block_indexes=[1])),
-}
+SHAPES = {"3b": "qwen2_5_vl_3b", "tiny": "qwen2_5_vl"}  # shape -> `zoo.tiny` family: Qwen2.5-VL-3B's shapes, or tiny
 
 
 class RandomQwen25VL(QwenVLPolicy):
@@ -40,18 +31,9 @@ class RandomQwen25VL(QwenVLPolicy):
         self.shape = shape
 
     def load(self, path: str):
-        from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig
+        from transformers import AutoModelForImageTextToText
 
-        text, vision = dict(SHAPES[self.shape]["text"]), SHAPES[self.shape]["vision"]
-        _, processor = tiny.FAMILIES["qwen2_5_vl"](tiny.build_tokenizer())
-        ids = tiny._token_ids(processor.tokenizer)
-        mrope = text.pop("mrope")
-        rope = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": mrope}
-        config = Qwen2_5_VLConfig(
-            text_config=dict(text, rope_parameters=rope, max_position_embeddings=32768, bos_token_id=None,
-                             eos_token_id=processor.tokenizer.eos_token_id,
-                             pad_token_id=processor.tokenizer.pad_token_id),
-            vision_config=dict(vision, window_size=112, patch_size=14), **ids)
+        config, processor = tiny.FAMILIES[SHAPES[self.shape]](tiny.build_tokenizer())
         model = AutoModelForImageTextToText.from_config(config, **self.load_kwargs())
         model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
         return model, processor
