@@ -34,6 +34,24 @@ def pass_at_k(correct: Tensor, n: int, k: int) -> Tensor:
     return torch.tensor([1.0 - math.comb(n - int(c), k) / total for c in correct], dtype=torch.float64)  # [B]
 
 
+def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] | None) -> list[int]:
+    """The sorted pass@k values of an evaluation with ``n`` samples per example at ``temperature`` (None gives 1
+    and n); a ValueError naming the strategy setting when a value is out of range."""
+    ks = sorted({1, n}) if ks is None else sorted(set(ks))
+    problems = [
+        (n >= 1, f"eval_num_generations must be >= 1, got {n}"),
+        (temperature >= 0, f"eval_temperature must be >= 0 (0 is greedy), got {temperature}"),
+        (temperature > 0 or n == 1, f"eval_num_generations={n} with eval_temperature=0: greedy decoding gives n "
+                                    "identical completions; set eval_temperature > 0 to sample"),
+        (0 < top_p <= 1, f"eval_top_p must be in (0, 1], got {top_p}"),
+        (all(1 <= k <= n for k in ks), f"eval_pass_k values must be in [1, eval_num_generations={n}], got {ks}"),
+    ]
+    for ok, message in problems:
+        if not ok:
+            raise ValueError(message)
+    return ks
+
+
 def example_scores(rewards: list, num_generations: int, ks: list[int]) -> dict[str, Tensor]:
     """``accuracy`` and ``reward`` (means over each example's samples) and ``pass@<k>`` for each k, all ``[B]``,
     from the ``B * num_generations`` rewards of a rollout (rows of one example contiguous)."""

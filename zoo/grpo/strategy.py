@@ -18,7 +18,7 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Par
 from torch import Tensor
 
 from zoo.grpo import functional as F
-from zoo.grpo.evaluation import example_scores
+from zoo.grpo.evaluation import check_eval_settings, example_scores
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
 
@@ -282,16 +282,9 @@ class GRPOMixin:
 
     # ---- evaluation -----------------------------------------------------------------------------
     def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
-        _check(n >= 1, f"eval_num_generations must be >= 1, got {n}")
-        _check(temperature >= 0, f"eval_temperature must be >= 0 (0 is greedy), got {temperature}")
-        _check(temperature > 0 or n == 1, f"eval_num_generations={n} with eval_temperature=0: greedy decoding "
-                                          "gives n identical completions; set eval_temperature > 0 to sample")
-        _check(0 < top_p <= 1, f"eval_top_p must be in (0, 1], got {top_p}")
-        ks = sorted({1, n}) if ks is None else sorted(set(ks))
-        _check(all(1 <= k <= n for k in ks), f"eval_pass_k values must be in [1, eval_num_generations={n}], "
-                                             f"got {ks}")
+        self.eval_pass_k = check_eval_settings(n, temperature, top_p, ks)
         self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
-        self.eval_seed, self.eval_pass_k = seed, ks
+        self.eval_seed = seed
 
     @property
     def eval_score_names(self) -> list[str]:
