@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -16,6 +17,7 @@ import numpy as np
 from tasks import answers
 
 log = logging.getLogger(__name__)
+_LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def check_subset(name: str, values: list[str], allowed) -> None:
@@ -23,6 +25,13 @@ def check_subset(name: str, values: list[str], allowed) -> None:
     unknown = sorted(set(values) - set(allowed))
     if unknown or not values:
         raise ValueError(f"{name} must be a non-empty list of {sorted(allowed)}, got {unknown or values}")
+
+
+def level_id(task_name: str, level: str) -> str:
+    """How a task at a level is named in the benchmark, its metrics and its predictions: ``jigsaw@3x3``."""
+    if not _LEVEL.fullmatch(level):
+        raise ValueError(f"a level name is letters, digits, '_', '.' or '-', got {level!r}")
+    return f"{task_name}@{level}"
 
 
 class SkipItem(Exception):
@@ -98,8 +107,8 @@ class Reward:
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
-    Subclasses set ``name`` and ``modality``, list the reward parts they score in ``parts`` (``"accuracy"``
-    first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
+    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in ``parts``
+    (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
 
     Args:
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
@@ -114,6 +123,12 @@ class Task(ABC):
     #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
     #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
     partners: ClassVar[int] = 0
+    #: Difficulty levels of the pretext benchmark (`zoo pretext-bench`), easiest first: a level name and the
+    #: constructor arguments that set it (jigsaw ``3x3`` is ``rows=3, cols=3``; the others keep their
+    #: defaults), as VideoSSR's VIUBench (arXiv 2511.06281) scores each task at several difficulties.
+    #: ``{"default": {}}`` for a task with no natural difficulty; ``{}`` for one on labelled data that no
+    #: pretext source makes. Every task states its own (a contract test checks).
+    levels: ClassVar[dict[str, dict]]
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
         if answer_format not in answers.FORMATS:
@@ -124,6 +139,15 @@ class Task(ABC):
         self.answer_format = answer_format
         self.think = think
         self.format_weight = format_weight
+
+    @classmethod
+    def level_arguments(cls, level: str, **common) -> dict:
+        """The constructor arguments at ``level`` (see `levels`), after ``common`` ones (answer format options)."""
+        if not cls.levels:
+            raise KeyError(f"{cls.__name__} has no difficulty levels (it needs labelled data)")
+        if level not in cls.levels:
+            raise KeyError(f"{cls.__name__} has no level {level!r}; its levels: {list(cls.levels)}")
+        return {**common, **cls.levels[level]}
 
     @property
     def max_reward(self) -> float:

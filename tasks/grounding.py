@@ -127,6 +127,7 @@ class ReferringGrounding(IoUTask):
 
     name = "referring_grounding"
     modality = "referring"
+    levels = {}  # labelled data: no pretext source makes its items
 
     def __init__(self, coords: Literal["absolute", "normalized"] = "absolute", factor: int = 28,
                  max_pixels: int = 1280 * 28 * 28, threshold: float = 0.5, **kwargs):

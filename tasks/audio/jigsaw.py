@@ -33,6 +33,7 @@ class AudioJigsaw(Task):
     name = "audio_jigsaw"
     modality = "audio"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}segments": {"segments": k} for k in (3, 4, 6)}
 
     def __init__(
         self,

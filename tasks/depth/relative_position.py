@@ -48,6 +48,7 @@ class RelativePosition3D(Task):
     name = "relative_position_3d"
     modality = "rgbd"
     parts = ("accuracy",)
+    levels = {"4way": {"diagonals": False}, "8way": {"diagonals": True}}
 
     def __init__(self, facing_weights: list[float] = [3.0, 3.0, 3.0, 1.0],  # noqa: B006  (never mutated)
                  diagonals: bool = True, margin: float = 10.0, min_separation: float = 0.2, patch: float = 0.02,

@@ -46,6 +46,7 @@ class Contrastive(Task):
     name = "contrastive"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"mild": {"scale": [0.3, 0.6], "p": 0.3}, "strong": {}}  # strong: SSL4RL's augmentations
     partners = 1
 
     def __init__(self, scale: list[float] = [0.08, 0.3], size: int = 224, p: float = 0.8,  # noqa: B006

@@ -36,6 +36,7 @@ class Jigsaw(Task):
     name = "jigsaw"
     modality = "image"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)}  # Visual Jigsaw trains 3x3, SSL4RL 2x2
 
     def __init__(
         self,

@@ -53,6 +53,8 @@ class JigsawPair(Jigsaw):
 
     name = "jigsaw_pair"
     parts = ("accuracy",)
+    levels = {"2x1": {"rows": 2, "cols": 1}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2},
+              "3x3": {"rows": 3, "cols": 3}}  # Jigsaw-R1: 2x1 learned, 3x1 transfers, 2x2 does not
 
     def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
                  swap: bool = False, **kwargs):

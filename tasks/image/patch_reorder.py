@@ -48,6 +48,9 @@ class PatchReorder(Task):
     name = "patch_reorder"
     modality = "image"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    # Spatial-SSRL's mix, then 3x3
+    levels = {"2x2": {"grids": ["2x2"]}, "2x2masked": {"grids": ["2x2"], "mask": 1.0},
+              "strips4": {"grids": ["1x4", "4x1"]}, "3x3": {"grids": ["3x3"]}}
 
     def __init__(
         self,

@@ -41,6 +41,7 @@ class PointCloudJigsaw(Task):
     name = "pointcloud_jigsaw"
     modality = "point_cloud"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}slabs": {"num_slabs": k} for k in (2, 3, 4)}
 
     def __init__(
         self,

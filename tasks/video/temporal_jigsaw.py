@@ -38,6 +38,7 @@ class TemporalJigsaw(Task):
     name = "temporal_jigsaw"
     modality = "video"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}clips": {"clips": k} for k in (3, 4, 6)}  # VideoSSR trains 6 clips
 
     def __init__(
         self,
