@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from zoo import tiny
 from zoo.batch import PromptBatch
 from zoo.features import encoded_once
+from zoo.grpo import logprobs
 from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds, generate_shared
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 
@@ -301,13 +302,10 @@ class PolicyModule(LightningModule, ABC):
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         with self.media_once(model, rollout, rows, inputs):
             out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
-        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
-        logits = out.logits[:, -(length + 1):-1].float() / rollout.temperature  # [n, length, V]
-        logits = logits.masked_fill(self.banned_mask, torch.finfo(logits.dtype).min)
-        log_z = logits.logsumexp(dim=-1)  # [n, length]
         ids = rollout.completion_ids[rows, :length]
-        logps = logits.gather(-1, ids[..., None]).squeeze(-1) - log_z  # [n, length]
-        entropy = log_z - (logits.softmax(dim=-1) * logits).sum(dim=-1)  # [n, length]
+        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
+        logps, entropy = logprobs.token_log_probs(out.logits[:, -(length + 1):-1], ids, rollout.temperature,
+                                                  self.banned_mask)  # [n, length]
         cut = (0, rollout.completion_ids.shape[1] - length)
         return nn.functional.pad(logps, cut), nn.functional.pad(entropy, cut)  # [n, L]
 
