@@ -10,7 +10,7 @@ import random
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -193,3 +193,37 @@ class Task(ABC):
         parts = dict.fromkeys(self.parts, 0.0) | (scores or {})
         parts["format"] = float(scores is not None)
         return Reward(total=parts["accuracy"] + self.format_weight * parts["format"], parts=parts)
+
+
+class OrderTask(Task):
+    """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points) back in order,
+    in the permutation convention of `tasks.answers`, graded by its permutation scores.
+
+    Subclasses implement `make_example` (``example.answer`` is the order, from `answers.shuffle_answer`); one
+    that offers lettered options sets ``style`` to ``"choice"``.
+
+    Args:
+        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
+            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed order.
+    style: str = "order"
+
+    def __init__(self, reward: Literal["exact", "fraction", "footrule"] = "fraction", partial_credit: float = 1.0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        answers.check_permutation_reward(reward, partial_credit)
+        self.reward, self.partial_credit = reward, partial_credit
+
+    def answer_text(self, example: Example) -> str:
+        return answers.order_answer(example.answer, self.style)
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        pred = answers.parse_order(answer, len(example.answer), self.style)
+        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
+            return None
+        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

@@ -8,4 +8,4 @@ command-line tools, which nothing builds from a config.
 from tasks.discovery import export_submodules
 
 __all__ = export_submodules(__name__, __path__, globals(),
-                            skip=("cli", "bench", "catalog", "export", "preview", "pretext_bench", "repro"))
+                            skip=("cli", "tools", "bench", "catalog", "export", "preview", "pretext_bench", "repro"))

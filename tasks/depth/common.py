@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image, ImageDraw, ImageFont
 
 from tasks import answers
-from tasks.base import Example, SkipItem, Task
+from tasks.base import Example, OrderTask, SkipItem
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
 
@@ -148,7 +148,7 @@ def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: f
     return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
 
 
-class DepthOrdering(Task):
+class DepthOrdering(OrderTask):
     """Mark points of an RGB-D image with shuffled numbers and ask for them from nearest to farthest.
 
     Subclasses choose the points (`pick`), describe them (`question`) and call `check_style` with their number
@@ -159,24 +159,21 @@ class DepthOrdering(Task):
         marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
         style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
             lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
-            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     modality = "rgbd"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
                  reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
                  **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         answers.check_order_style(style)
-        answers.check_permutation_reward(reward, partial_credit)
-        self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
+        self.marker_size, self.style = marker_size, style
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
@@ -210,13 +207,3 @@ class DepthOrdering(Task):
                     "by commas.")
         options = answers.order_options(k)
         return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
-
-    def answer_text(self, example: Example) -> str:
-        return answers.order_answer(example.answer, self.style)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        k = len(example.answer)
-        pred = answers.parse_order(answer, k, self.style)
-        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

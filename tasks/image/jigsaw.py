@@ -12,11 +12,11 @@ from typing import Literal
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, Task
+from tasks.base import Example, OrderTask
 from tasks.image import grid
 
 
-class Jigsaw(Task):
+class Jigsaw(OrderTask):
     """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original position.
 
     Args:
@@ -24,9 +24,7 @@ class Jigsaw(Task):
         cols: Grid columns; ``rows * cols`` must be at least 2.
         composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of showing each tile as a
             separate image (Visual Jigsaw, SSL4RL).
-        reward: Which graded score is the accuracy: ``"exact"`` (whole order right), ``"fraction"`` (share
-            of positions right) or ``"footrule"`` (1 - normalised Spearman footrule distance). All three are
-            logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
         partial_credit: Scale of the graded accuracy of a valid but wrong order (Visual Jigsaw uses 0.2 with
             ``fraction``); an exact order always earns 1.
@@ -35,7 +33,6 @@ class Jigsaw(Task):
 
     name = "jigsaw"
     modality = "image"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
     levels = {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)}  # Visual Jigsaw trains 3x3, SSL4RL 2x2
 
     def __init__(
@@ -48,17 +45,14 @@ class Jigsaw(Task):
         partial_credit: float = 1.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if rows < 1 or cols < 1 or rows * cols < 2:
             raise ValueError(f"need rows, cols >= 1 and at least two tiles, got {rows}x{cols}")
-        answers.check_permutation_reward(reward, partial_credit)
         if min_tile < 1:
             raise ValueError(f"min_tile must be >= 1, got {min_tile}")
         self.rows, self.cols = rows, cols
         self.composite = composite
-        self.reward = reward
         self.min_tile = min_tile
-        self.partial_credit = partial_credit
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         tiles = grid.cut(item.convert("RGB"), self.rows, self.cols, self.min_tile)
@@ -101,13 +95,3 @@ class Jigsaw(Task):
             "Reassemble the original image. For each position of the original image, left to right and top "
             f"to bottom, give the number of the piece that belongs there: {k} numbers separated by commas."
         )
-
-    def answer_text(self, example: Example) -> str:
-        return ", ".join(str(label) for label in example.answer)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = answers.parse_permutation(answer, example.meta["rows"] * example.meta["cols"])
-        # a non-permutation earns nothing, or repeating one label would collect partial credit
-        if pred is None:
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
