@@ -49,9 +49,19 @@ def _default(parameter: inspect.Parameter) -> str:
     value = parameter.default
     if isinstance(value, str):
         return f"`{value}`"
-    if callable(value):  # a class or function default (an optimizer factory): its import path
-        return f"`{value.__module__}.{value.__qualname__}`"
+    if callable(value):  # a class or function default (an optimizer factory): its shortest import path
+        return f"`{_import_path(value)}`"
     return f"`{json.dumps(value)}`"  # as YAML writes it: null, true, 1.0, [0, 90]
+
+
+def _import_path(value) -> str:
+    """``torch.optim.AdamW`` rather than ``torch.optim.adamw.AdamW``: the shortest module that exports it."""
+    parts = value.__module__.split(".")
+    for end in range(1, len(parts) + 1):
+        module = ".".join(parts[:end])
+        if getattr(importlib.import_module(module), value.__qualname__, None) is value:
+            return f"{module}.{value.__qualname__}"
+    return f"{value.__module__}.{value.__qualname__}"
 
 
 def settings_table(cls: type) -> str:

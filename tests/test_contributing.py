@@ -1,0 +1,79 @@
+"""docs/contributing.md's worked examples stay true: every file the page names is written into a copy of the
+packages, with no other change, and the contract tests and two GRPO steps pick the new classes up.
+
+Slow for this suite (two subprocesses: about 25 s of CPU, more wall time on a loaded machine); it is the test
+that "a new task, source, policy family or loss is one file" is true.
+"""
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).parents[1]
+PAGE = ROOT / "docs" / "contributing.md"
+#: A fenced block whose first line names the file it is: ``# tasks/image/mirror.py``.
+FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<path>[\w/.]+)\n(?P<body>.*?)```", re.DOTALL)
+PACKAGES = ("tasks", "datamodules", "zoo", "callbacks", "tests", "configs")
+
+
+def page_files() -> dict[str, str]:
+    return {m["path"]: m["body"] for m in FILE_BLOCK.finditer(PAGE.read_text())}
+
+
+def test_each_extension_is_one_new_file():
+    files = page_files()
+    sources = [path for path in files if path.endswith(".py")]
+    assert {path.split("/")[0] for path in sources} == {"tasks", "datamodules", "zoo"}, sources
+    assert not [path for path in files if (ROOT / path).exists()], "the examples are new files, not edits"
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A copy of the checkout's packages with the page's files added, and the images the config reads."""
+    root = tmp_path_factory.mktemp("contributing")
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "pyproject.toml"):
+        shutil.copy(ROOT / name, root / name)
+    for path, body in page_files().items():
+        (root / path).write_text(body)
+    from datamodules import SyntheticScenes
+
+    scenes = SyntheticScenes(size=8, image_size=56)
+    np.save(root / "images.npy", np.stack([np.asarray(scenes[i]) for i in range(len(scenes))]))
+    return root
+
+
+def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_contract_tests_pick_up_the_new_task_and_policy(tree):
+    result = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/test_contract.py",
+                 "tests/zoo/test_policy_contract.py", "tests/test_pretext_bench.py", "-k",
+                 "Mirror or TextLMPolicy or states_its_levels")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    passed = int(re.search(r"(\d+) passed", result.stdout)[1])
+    assert passed >= 30 and "failed" not in result.stdout, result.stdout[-500:]
+
+
+def test_two_grpo_steps_on_the_new_source_and_task(tree):
+    result = run(tree, "-m", "zoo", "fit", "--config", "mirror.yaml", "--trainer.enable_progress_bar", "false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (metrics,) = tree.glob("runs/lightning_logs/version_*/metrics.csv")
+    rows = list(csv.DictReader(metrics.open()))
+    assert any(row.get("train/reward/mirror/accuracy") for row in rows), rows[:2]
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+def test_the_examples_follow_the_house_style(tree):
+    files = [path for path in page_files() if path.endswith(".py")]
+    result = subprocess.run(["ruff", "check", *files], cwd=tree, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
