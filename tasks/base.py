@@ -195,6 +195,10 @@ class Task(ABC):
         return Reward(total=parts["accuracy"] + self.format_weight * parts["format"], parts=parts)
 
 
+#: The graded score an ordering task pays as its accuracy (one of `answers.PERMUTATION_SCORES`).
+OrderReward = Literal["exact", "fraction", "footrule"]
+
+
 class OrderTask(Task):
     """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points) back in order,
     in the permutation convention of `tasks.answers`, graded by its permutation scores.
@@ -213,8 +217,7 @@ class OrderTask(Task):
     #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed order.
     style: str = "order"
 
-    def __init__(self, reward: Literal["exact", "fraction", "footrule"] = "fraction", partial_credit: float = 1.0,
-                 **kwargs):
+    def __init__(self, reward: OrderReward = "fraction", partial_credit: float = 1.0, **kwargs):
         super().__init__(**kwargs)
         answers.check_permutation_reward(reward, partial_credit)
         self.reward, self.partial_credit = reward, partial_credit

@@ -7,13 +7,12 @@ in the permutation convention of `tasks.answers`; graded by the footrule or the 
 from __future__ import annotations
 
 import random
-from typing import Literal
 
 import numpy as np
 
 from tasks import answers
 from tasks.audio.common import Audio, audio_part, segments, waveform_of
-from tasks.base import Example, OrderTask
+from tasks.base import Example, OrderReward, OrderTask
 
 
 class AudioJigsaw(OrderTask):
@@ -38,7 +37,7 @@ class AudioJigsaw(OrderTask):
         segments: int = 3,
         min_segment_seconds: float = 0.25,
         composite: bool = True,
-        reward: Literal["exact", "fraction", "footrule"] = "footrule",
+        reward: OrderReward = "footrule",
         partial_credit: float = 1.0,
         **kwargs,
     ):

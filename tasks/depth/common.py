@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image, ImageDraw, ImageFont
 
 from tasks import answers
-from tasks.base import Example, OrderTask, SkipItem
+from tasks.base import Example, OrderReward, OrderTask, SkipItem
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
 
@@ -167,7 +167,7 @@ class DepthOrdering(OrderTask):
     modality = "rgbd"
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
-                 reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
+                 reward: OrderReward = "footrule", partial_credit: float = 1.0,
                  **kwargs):
         super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if not 0 < marker_size < 0.25:

@@ -7,12 +7,11 @@ tiles pasted into one image, partial credit), in the permutation convention of `
 from __future__ import annotations
 
 import random
-from typing import Literal
 
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, OrderTask
+from tasks.base import Example, OrderReward, OrderTask
 from tasks.image import grid
 
 
@@ -40,7 +39,7 @@ class Jigsaw(OrderTask):
         rows: int = 2,
         cols: int = 2,
         composite: bool = False,
-        reward: Literal["exact", "fraction", "footrule"] = "fraction",
+        reward: OrderReward = "fraction",
         min_tile: int = 14,
         partial_credit: float = 1.0,
         **kwargs,

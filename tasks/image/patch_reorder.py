@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Literal
 
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, Task
+from tasks.base import Example, OrderReward, Task
 from tasks.image import grid
 
 _GRID = re.compile(r"(\d+)x(\d+)")
@@ -58,7 +57,7 @@ class PatchReorder(Task):
         grid_weights: list[float] | None = None,
         mask: float = 0.0,
         labels: bool = True,
-        reward: Literal["exact", "fraction", "footrule"] = "exact",
+        reward: OrderReward = "exact",
         min_tile: int = 14,
         **kwargs,
     ):

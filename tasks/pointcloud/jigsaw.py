@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, OrderTask
+from tasks.base import Example, OrderReward, OrderTask
 from tasks.pointcloud.common import AXES, PointCloud, cloud_part, normalize, points_of
 
 
@@ -45,7 +45,7 @@ class PointCloudJigsaw(OrderTask):
         self,
         num_slabs: int = 3,
         axis: Literal["x", "y", "z"] = "z",
-        reward: Literal["exact", "fraction", "footrule"] = "fraction",
+        reward: OrderReward = "fraction",
         partial_credit: float = 1.0,
         render: bool = False,
         image_size: int = 112,

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, OrderTask, SkipItem, Video
+from tasks.base import Example, OrderReward, OrderTask, SkipItem, Video
 from tasks.video.common import frames_of, video_part
 
 
@@ -43,7 +43,7 @@ class TemporalJigsaw(OrderTask):
         trim: float = 0.0,
         composite: bool = False,
         style: Literal["order", "choice"] = "order",
-        reward: Literal["exact", "fraction", "footrule"] = "footrule",
+        reward: OrderReward = "footrule",
         partial_credit: float = 1.0,
         **kwargs,
     ):
