@@ -25,8 +25,8 @@ class RolloutSampler(Callback):
     the rows show ``min(B, max_rows)`` different prompts. Each validation run writes its first ``max_rows``
     completions (gathered over its batches) when it ends. Rows go to:
 
-    - ``<log_dir>/<filename>``: one JSON object per row (split, step, row, task, prompt, answer, completion,
-      reward, parts);
+    - ``<log_dir>/<filename>``: one JSON object per row (split, step, row, uid and sample as in
+      `callbacks.Predictions`, task, prompt, answer, completion, reward, parts);
     - TensorBoard: ``rollouts/<split>/<row>`` is the prompt's media as one image strip (images, video
       frames, spectrograms, point-cloud views: `callbacks.rollout_media.media_strip`) and a text with the task,
       reward, answer, prompt and completion; ``rollouts/<split>/<row>/audio`` the prompt's audio;
@@ -59,7 +59,8 @@ class RolloutSampler(Callback):
         sampled = []
         for i, n in enumerate(spread_rows(len(rollout.examples), rollout.num_generations, limit)):
             example = rollout.example(n)
-            sampled.append(({"split": split, "step": trainer.global_step, "row": first + i, "task": example.task,
+            sampled.append(({"split": split, "step": trainer.global_step, "row": first + i, "uid": example.uid,
+                             "sample": n % rollout.num_generations, "task": example.task,
                              "prompt": example.prompt_text, "answer": example.answer,
                              "completion": rollout.completions[n], "reward": rewards[n].total,
                              "parts": rewards[n].parts}, example))

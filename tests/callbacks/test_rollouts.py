@@ -177,6 +177,31 @@ def test_mlflow_table_holds_images_and_audio(tmp_path, outputs, monkeypatch):
     assert [r[0] for r in table["data"]] == [5] * 8 + [6] * 8
 
 
+def test_a_validation_run_is_written_once_at_its_end(tmp_path, outputs):
+    """Validation batches of 4 prompts x 3 with max_rows 14: all 12 rows of the first batch and 2 of the
+    second reach the JSONL and TensorBoard when the run ends, numbered 0-13."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = TensorBoardLogger(tmp_path / "tb")
+    trainer = SimpleNamespace(global_step=7, loggers=[logger], log_dir=str(tmp_path), default_root_dir=str(tmp_path),
+                              is_global_zero=True, sanity_checking=False)
+    sampler = RolloutSampler(max_rows=14)
+    sampler.setup(trainer, None, "fit")
+    sampler.on_validation_epoch_start(trainer, None)
+    for batch_idx in range(3):
+        sampler.on_validation_batch_end(trainer, None, outputs, [], batch_idx)
+    assert not (tmp_path / "rollouts.jsonl").exists()  # nothing before the run ends
+    sampler.on_validation_epoch_end(trainer, None)
+    logger.experiment.flush()
+    rows = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    completions = outputs["rollout"].completions
+    assert [r["row"] for r in rows] == list(range(14)) and {r["split"] for r in rows} == {"val"}
+    assert [r["completion"] for r in rows] == [completions[n] for n in spread_rows(4, 3, 12) + [0, 3]]
+    events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
+    events.Reload()
+    assert set(events.Tags()["images"]) == {f"rollouts/val/{n}" for n in range(14)}
+
+
 def test_a_failing_logger_is_a_warning_not_a_crash(tmp_path, outputs):
     class Broken(TensorBoardLogger):
         @property
