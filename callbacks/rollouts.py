@@ -67,18 +67,18 @@ class RolloutSampler(Callback):
         return sampled
 
     def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
-        rows, examples = [row for row, _ in sampled], [example for _, example in sampled]
+        rows, media = [row for row, _ in sampled], None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
-        for logger in trainer.loggers:
-            for kind, write in WRITERS:
-                if isinstance(logger, kind):
-                    try:
-                        write(logger, split, rows, examples)
-                    except Exception as error:  # a logger's outage must not end the run; rows are in the JSONL
-                        rank_zero_warn(f"RolloutSampler: {type(logger).__name__} did not take the "
-                                       f"{split} rollouts of step {trainer.global_step}: {error!r}")
+        writers = [(logger, write) for logger in trainer.loggers for kind, write in WRITERS if isinstance(logger, kind)]
+        for logger, write in writers:
+            try:  # a logger's outage (or odd media) must not end the run; the rows are in the JSONL
+                media = media or [(media_strip(example), audio_track(example)) for _, example in sampled]
+                write(logger, split, rows, media)
+            except Exception as error:
+                rank_zero_warn(f"RolloutSampler: {type(logger).__name__} did not take the {split} rollouts of "
+                               f"step {trainer.global_step}: {error!r}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._batches += 1
@@ -112,11 +112,10 @@ def _text(row: dict) -> str:
             f"**prompt:** `{row['prompt']}`\n\n**completion:** `{row['completion']}`")
 
 
-def _to_tensorboard(logger, split: str, rows: list[dict], examples: list) -> None:
+def _to_tensorboard(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     writer = logger.experiment
-    for row, example in zip(rows, examples, strict=True):
+    for row, (strip, track) in zip(rows, media, strict=True):
         tag = f"rollouts/{split}/{row['row']}"
-        strip, track = media_strip(example), audio_track(example)
         if strip is not None:
             writer.add_image(tag, strip, row["step"], dataformats="HWC")
         if track is not None:
@@ -129,25 +128,24 @@ def _table_row(row: dict, strip, audio) -> list:
             json.dumps(row["answer"], default=str)]
 
 
-def _to_wandb(logger, split: str, rows: list[dict], examples: list) -> None:
+def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     import wandb
 
     data = []
-    for row, example in zip(rows, examples, strict=True):
-        strip, track = media_strip(example), audio_track(example)
+    for row, (strip, track) in zip(rows, media, strict=True):
         data.append(_table_row(row, None if strip is None else wandb.Image(strip),
                                None if track is None else wandb.Audio(track[0], sample_rate=track[1])))
     logger.log_table(f"rollouts/{split}", columns=list(COLUMNS), data=data, step=rows[0]["step"])
 
 
-def _to_mlflow(logger, split: str, rows: list[dict], examples: list) -> None:
+def _to_mlflow(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     import mlflow
 
     client, run_id = logger.experiment, logger.run_id
     data = []
     with tempfile.TemporaryDirectory() as tmp:
-        for row, example in zip(rows, examples, strict=True):
-            strip, track, audio = media_strip(example), audio_track(example), None
+        for row, (strip, track) in zip(rows, media, strict=True):
+            audio = None
             if track is not None:  # the table holds paths; the WAV files are artifacts beside it
                 wav = Path(tmp) / f"step{row['step']:07d}_{row['row']}.wav"
                 wav.write_bytes(wav_bytes(*track))
@@ -158,5 +156,5 @@ def _to_mlflow(logger, split: str, rows: list[dict], examples: list) -> None:
                      artifact_file=f"rollouts/{split}.json")
 
 
-#: Logger class -> writer of a batch of rows (checked with isinstance, so subclasses are served too).
+#: Logger class -> writer of rows and their (`media_strip`, `audio_track`) (isinstance: subclasses too).
 WRITERS = ((TensorBoardLogger, _to_tensorboard), (WandbLogger, _to_wandb), (MLFlowLogger, _to_mlflow))
