@@ -4,8 +4,8 @@ Follows the ``box`` question of Jigsaw-R1 (arXiv 2505.23590; zifuwanggg/Jigsaw-R
 ``create_box_jigsaw_image``, utils/reward.py ``score_boxes``): the image is divided into ``m x n`` regions, one
 box of a common random size is placed in each, the boxes' contents are permuted (the asked region's always
 moves), and the answer is the box, in pixels, where the content now in the asked region was; the reward is the
-IoU with it (of boxes whose right and bottom edges are exclusive; Jigsaw-R1's ``score_boxes`` shaves a pixel off
-the intersection's far edges and adds it back, which differs by about a pixel a side).
+IoU with it (boxes with exclusive right and bottom edges; Jigsaw-R1's ``score_boxes`` gives the same IoU except
+that an overlap only one pixel wide or high counts as none).
 """
 
 from __future__ import annotations
