@@ -49,6 +49,8 @@ class JigsawPair(Jigsaw):
         swap: Use a ``cols x rows`` grid instead with probability 1/2 (Jigsaw-R1's ``shuffle_mn``).
         mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's ``mask_ratio``), see
             `tasks.Jigsaw`.
+        shuffle_options: List the options in a random order per example (Jigsaw-R1), so a letter does not
+            stand for one relation; else in a fixed order (left before right, above before below).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -56,15 +58,18 @@ class JigsawPair(Jigsaw):
     parts = ("accuracy",)
 
     def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
-                 swap: bool = False, mask_ratio: float = 0.0, **kwargs):
+                 swap: bool = False, mask_ratio: float = 0.0, shuffle_options: bool = False, **kwargs):
         super().__init__(rows=rows, cols=cols, composite=composite, min_tile=min_tile, swap=swap,
                          mask_ratio=mask_ratio, **kwargs)
+        self.shuffle_options = shuffle_options
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         rows, cols, shown, pieces = self.shuffle(item, rng)
         first, second = rng.sample(range(len(pieces)), 2)  # shown positions, 0-based
         media, note = self.show(pieces, rows, cols)
         options = _options(rows, cols)
+        if self.shuffle_options:
+            rng.shuffle(options)
         (r1, c1), (r2, c2) = divmod(shown[first], cols), divmod(shown[second], cols)
         relation = _RELATIONS[_sign(r1 - r2), _sign(c1 - c2)]
         texts = [f"{first + 1} is {option} {second + 1}" for option in options]
