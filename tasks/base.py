@@ -150,8 +150,9 @@ class Task(ABC):
     modality: ClassVar[str]
     parts: ClassVar[tuple[str, ...]] = ("accuracy",)
     #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
-    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
-    partners: ClassVar[int] = 0
+    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``. A
+    #: class attribute, or set per instance when options decide it (`tasks.AnomalyGrounding` with ``swap``).
+    partners: int = 0
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
                  repetition_penalty: float = 0.0):
