@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 PACKAGES = ("zoo", "tasks", "datamodules", "callbacks")
 #: Distribution -> import name, where they differ.
-IMPORT_NAMES = {"pillow": "PIL", "pyyaml": "yaml", "open3d_cpu": "open3d"}
+IMPORT_NAMES = {"pillow": "PIL", "pyyaml": "yaml", "open3d_cpu": "open3d", "mlflow_skinny": "mlflow"}
 #: Required distributions zoo never imports itself, each with a module of a dependency that imports it
 #: without that dependency requiring it: (module, why).
 INDIRECT = {"torchvision": ("transformers.models.qwen2_vl.image_processing_qwen2_vl",
