@@ -34,8 +34,43 @@ def level_id(task_name: str, level: str) -> str:
     return f"{task_name}@{level}"
 
 
+#: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a degenerate loop
+#: (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
+REPEATED_WORDS, REPEATED_RUN = 7, 3
+
+
+def repeats_lines(text: str) -> bool:
+    """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a row
+    (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks the run)."""
+    previous, run = None, 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if len(line.split()) < REPEATED_WORDS:
+            previous, run = None, 0
+            continue
+        key = line.lower()
+        run = run + 1 if key == previous else 1
+        previous = key
+        if run > REPEATED_RUN:
+            return True
+    return False
+
+
 class SkipItem(Exception):
-    """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...)."""
+    """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...).
+
+    Args:
+        message: Why, naming the item.
+        kind: How the data module counts the skip (``data/skipped/<source>/<kind>``): ``None`` for its default
+            (``unreadable`` from a source, ``rejected_by_<task>`` from a task); a source's filter names its own
+            (``too_short``), so filtered items are not counted as broken files.
+    """
+
+    def __init__(self, message: str = "", kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -115,14 +150,18 @@ class Task(ABC):
             (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
         think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the parser).
         format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
+        repetition_penalty: Subtracted from the total of a completion that repeats a long line (at least
+            `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its answer (Visual
+            Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it when this is > 0.
     """
 
     name: ClassVar[str]
     modality: ClassVar[str]
     parts: ClassVar[tuple[str, ...]] = ("accuracy",)
     #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
-    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
-    partners: ClassVar[int] = 0
+    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``. A
+    #: class attribute, or set per instance when options decide it (`tasks.AnomalyGrounding` with ``swap``).
+    partners: int = 0
     #: Difficulty levels of the pretext benchmark (`zoo pretext-bench`), easiest first: a level name and the
     #: constructor arguments that set it (jigsaw ``3x3`` is ``rows=3, cols=3``; the others keep their
     #: defaults), as VideoSSR's VIUBench (arXiv 2511.06281) scores each task at several difficulties.
@@ -130,15 +169,18 @@ class Task(ABC):
     #: pretext source makes. Every task states its own (a contract test checks).
     levels: ClassVar[dict[str, dict]]
 
-    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
+    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
+                 repetition_penalty: float = 0.0):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
-        if format_weight < 0:
-            raise ValueError(f"format_weight must be >= 0, got {format_weight}")
+        if format_weight < 0 or repetition_penalty < 0:
+            raise ValueError(f"format_weight and repetition_penalty must be >= 0, got {format_weight}, "
+                             f"{repetition_penalty}")
         self.answer_format = answer_format
         self.think = think
         self.format_weight = format_weight
+        self.repetition_penalty = repetition_penalty
 
     @classmethod
     def level_arguments(cls, level: str, **common) -> dict:
@@ -192,7 +234,15 @@ class Task(ABC):
                 log.exception("%s.score failed on answer %r; scored 0", type(self).__name__, answer[:200])
         parts = dict.fromkeys(self.parts, 0.0) | (scores or {})
         parts["format"] = float(scores is not None)
-        return Reward(total=parts["accuracy"] + self.format_weight * parts["format"], parts=parts)
+        total = self.total(parts)
+        if self.repetition_penalty > 0:
+            parts["repetition"] = float(repeats_lines(completion))
+            total -= self.repetition_penalty * parts["repetition"]
+        return Reward(total=total, parts=parts)
+
+    def total(self, parts: dict[str, float]) -> float:
+        """The reward of scored parts before any repetition penalty: accuracy plus the weighted format."""
+        return parts["accuracy"] + self.format_weight * parts["format"]
 
 
 #: The graded score an ordering task pays as its accuracy (one of `answers.PERMUTATION_SCORES`).
@@ -214,19 +264,35 @@ class OrderTask(Task):
     """
 
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    #: The graded scores `graded` computes, any of which ``reward`` may pay as the accuracy.
+    rewards: ClassVar[tuple[str, ...]] = answers.PERMUTATION_SCORES
     #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed order.
     style: str = "order"
 
     def __init__(self, reward: OrderReward = "fraction", partial_credit: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        answers.check_permutation_reward(reward, partial_credit)
+        if reward not in self.rewards:
+            raise ValueError(f"reward must be one of {self.rewards}, got {reward!r}")
+        if not 0 <= partial_credit <= 1:
+            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
         self.reward, self.partial_credit = reward, partial_credit
 
     def answer_text(self, example: Example) -> str:
         return answers.order_answer(example.answer, self.style)
 
+    def parse(self, answer: str, k: int) -> list[int] | None:
+        """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for anything else."""
+        return answers.parse_order(answer, k, self.style)
+
+    def graded(self, pred: list[int], example: Example) -> dict[str, float]:
+        """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its own)."""
+        return answers.permutation_scores(pred, example.answer)
+
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = answers.parse_order(answer, len(example.answer), self.style)
+        """The graded scores and, as ``accuracy``, the ``reward`` one, scaled by ``partial_credit`` unless the
+        order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong order)."""
+        pred = self.parse(answer, len(example.answer))
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
+        scores = self.graded(pred, example)
+        return {"accuracy": scores[self.reward] * (1.0 if scores["exact"] else self.partial_credit), **scores}

@@ -143,6 +143,22 @@ def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int) ->
     return Image.alpha_composite(image, overlay).convert("RGB")
 
 
+def dashed_layout(k: int) -> str:
+    """The answer layout Spatial-SSRL names for ``k`` regions: ``Smallest-Middle-Largest`` for 3, with
+    ``Middle1``, ``Middle2``, ... for more."""
+    middle = ["Middle"] if k == 3 else [f"Middle{i}" for i in range(1, k - 1)]
+    return "-".join(["Smallest", *middle, "Largest"])
+
+
+def parse_dashed(answer: str, k: int) -> list[int] | None:
+    """Labels 1..k each exactly once joined by dashes (``2-1-3``, spaces around them allowed); else None."""
+    tokens = [token.strip() for token in answer.strip().split("-")]
+    if not all(token.isdecimal() and len(token) <= 2 for token in tokens):  # isdigit() admits "²"
+        return None
+    labels = [int(token) for token in tokens]
+    return labels if sorted(labels) == list(range(1, k + 1)) else None
+
+
 def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: float) -> bool:
     """Whether ``point`` is at least ``distance`` pixels from every point in ``chosen``."""
     return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
@@ -159,6 +175,8 @@ class DepthOrdering(OrderTask):
         marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
         style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
             lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
+        separator: How an ``order`` answer joins the numbers: ``"comma"`` (``2, 3, 1``; commas or spaces are
+            read) or ``"dash"`` (``2-3-1``, Spatial-SSRL's 'Smallest-Middle-Largest' format; only dashes are read).
         reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
@@ -167,13 +185,16 @@ class DepthOrdering(OrderTask):
     modality = "rgbd"
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
-                 reward: OrderReward = "footrule", partial_credit: float = 1.0,
+                 separator: Literal["comma", "dash"] = "comma", reward: OrderReward = "footrule",
+                 partial_credit: float = 1.0,
                  **kwargs):
         super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         answers.check_order_style(style)
-        self.marker_size, self.style = marker_size, style
+        if separator not in ("comma", "dash") or (separator == "dash" and style != "order"):
+            raise ValueError(f"separator must be 'comma' or 'dash' (the latter with style 'order'), got {separator!r}")
+        self.marker_size, self.style, self.separator = marker_size, style, separator
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
@@ -202,8 +223,19 @@ class DepthOrdering(OrderTask):
                        self.name, meta)
 
     def _ask(self, k: int) -> str:
+        if self.style == "order" and self.separator == "dash":
+            return (f"{self.question(k)} Sort them from the smallest to the largest distance from the camera, in "
+                    f"the format '{dashed_layout(k)}'.")
         if self.style == "order":
             return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
                     "by commas.")
         options = answers.order_options(k)
         return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
+
+    def answer_text(self, example: Example) -> str:
+        if self.separator == "dash":
+            return "-".join(str(label) for label in example.answer)
+        return super().answer_text(example)
+
+    def parse(self, answer: str, k: int) -> list[int] | None:
+        return parse_dashed(answer, k) if self.separator == "dash" else super().parse(answer, k)
