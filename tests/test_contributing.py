@@ -59,7 +59,7 @@ def test_the_contract_tests_pick_up_the_new_task_and_policy(tree):
     """The contract tests of the new task and policy, its levels, its ``tiny:llama`` and the short names."""
     result = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/test_contract.py",
                  "tests/zoo/test_policy_contract.py", "tests/test_pretext_bench.py", "tests/test_discovery.py",
-                 "tests/zoo/test_tiny.py", "-k", "Mirror or TextLMPolicy or states_its_levels or short_name "
+                 "tests/zoo/test_tiny.py", "-k", "Mirror or LlavaPolicy or states_its_levels or short_name "
                  "or tiny_checkpoint_is_a_family")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", result.stdout)[1])

@@ -84,16 +84,8 @@ def audio_image_examples() -> list[Example]:
     return [Example([{"role": "user", "content": [audio, image, {"type": "text", "text": "Match?"}]}], "no", "ai")]
 
 
-def text_examples() -> list[Example]:
-    """Text-only prompts of different lengths (a text-only family)."""
-    texts = ["Say hi.", "Is the sky blue on a clear day? Answer yes or no.", "Count to three."]
-    return [Example([{"role": "user", "content": text}], "yes", f"text{i}") for i, text in enumerate(texts)]
-
-
 def examples_for(policy) -> list[Example]:
     examples = []
-    if policy.modalities == {"text"}:
-        examples += text_examples()
     if policy.modalities == {"text", "audio"}:
         examples += audio_examples() + [Example([{"role": "user", "content": "Say hi."}], "hi", "text")]
     if {"audio", "image"} <= policy.modalities:
@@ -126,10 +118,7 @@ def test_sample_shapes(policy):
 
 
 def media_token_ids(policy) -> set[int]:
-    """The placeholder ids media features replace: a spliced policy's own token, else the HF config's (none for
-    a text-only family)."""
-    if policy.modalities == {"text"}:
-        return set()
+    """The placeholder ids media features replace: a spliced policy's own token, else the HF config's."""
     if hasattr(policy.model, "placeholder_id"):
         return {policy.model.placeholder_id}
     config = policy.model.config
