@@ -79,6 +79,7 @@ class QwenVLPolicy(PolicyModule):
         super().__init__(pretrained=pretrained, **kwargs)
         self.min_pixels = min_pixels
         self.max_pixels = max_pixels
+        self._video_kwargs = {}  # processor options for videos, per model type (set by `load`)
 
     def load(self, path: str):
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor

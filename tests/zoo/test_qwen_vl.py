@@ -34,3 +34,14 @@ def test_video_frame_rate_reaches_the_model(policy):
     if policy.model.config.model_type == "qwen3_vl":  # timestamps written into the prompt
         text = policy.tokenizer.decode(batch.tensors["input_ids"][0])
         assert "seconds>" in text
+
+
+def test_a_subclass_with_its_own_load_encodes(policy):
+    class OwnLoad(QwenVLPolicy):
+        def load(self, path: str):  # a model built some other way, as tests/gpu/check_fsdp.py does
+            return policy.model, policy.processor
+
+    own = OwnLoad(policy.pretrained)
+    own.configure_model()
+    batch = own.encode(image_examples() + video_examples())
+    assert batch.items == {"image": [1, 2, 0, 0, 1], "video": [0, 0, 0, 1, 1]}
