@@ -2,7 +2,7 @@
 packages, with no other change, and the contract tests and two GRPO steps pick the new classes up.
 
 Slow for this suite (two subprocesses: about 25 s of CPU, more wall time on a loaded machine); it is the test
-that "a new task, source, policy family or loss is one file" is true.
+that "a new task, source or policy family is one new file" is true.
 """
 
 import csv
