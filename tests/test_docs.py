@@ -96,7 +96,7 @@ ZOO = [(page, args) for page, args in commands("zoo")]
 def test_zoo_commands_exist_and_lightning_ones_parse(page, args, capsys):
     assert args and args[0] in (*LIGHTNING_COMMANDS, *COMMANDS), f"{page}: no zoo command {args[:1]}"
     if args[0] == "repro" and len(args) > 1 and concrete(args[1:2]):
-        assert importlib.util.find_spec(f"zoo.repro.{args[1]}"), f"{page}: no claim {args[1]}"
+        assert importlib.util.find_spec(f"zoo.tools.repro.{args[1]}"), f"{page}: no claim {args[1]}"
     if args[0] not in LIGHTNING_COMMANDS or len(args) == 1 or not concrete(args):
         return  # a side command (its own parser), a bare mention (`zoo test`), or a placeholder
     try:

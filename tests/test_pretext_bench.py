@@ -27,8 +27,8 @@ from datamodules.pretext_bench import PretextBench
 from tasks import Task, answers
 from tasks.base import level_id
 from tests.helpers import discover, make_item
-from zoo.pretext_bench import main as bench_cli
-from zoo.pretext_bench import report
+from zoo.tools.pretext_bench import main as bench_cli
+from zoo.tools.pretext_bench import report
 
 # one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI, frame pairs)
 MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_order@3points",

@@ -112,7 +112,7 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
 
 def export_main(args: list[str]) -> None:
     """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
-    from zoo.export import export
+    from zoo.tools.export import export
 
     parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
@@ -123,36 +123,36 @@ def export_main(args: list[str]) -> None:
 
 def list_main(args: list[str]) -> None:
     """``zoo list``: the models, tasks and sources available, with the extras each needs."""
-    from zoo.catalog import print_catalog
+    from zoo.tools.catalog import print_catalog
 
     argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
     print_catalog()
 
 
 def bench_main(args: list[str]) -> None:
-    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.bench`)."""
-    from zoo.bench import main as bench
+    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
+    from zoo.tools.speed import main as bench
 
     bench(args)
 
 
 def preview_main(args: list[str]) -> None:
-    """``zoo preview``: a contact sheet of what the policy sees, from the data section alone (see `zoo.preview`)."""
-    from zoo.preview import main as preview
+    """``zoo preview``: a contact sheet of what the policy sees, from the data section only (`zoo.tools.preview`)."""
+    from zoo.tools.preview import main as preview
 
     preview(args)
 
 
 def pretext_bench_main(args: list[str]) -> None:
-    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
-    from zoo.pretext_bench import main as pretext_bench
+    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.tools.pretext_bench`)."""
+    from zoo.tools.pretext_bench import main as pretext_bench
 
     pretext_bench(args)
 
 
 def repro_main(args: list[str]) -> None:
-    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
-    from zoo.repro import main as repro
+    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.tools.repro`)."""
+    from zoo.tools.repro import main as repro
 
     repro(args)
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from zoo import bench
+from zoo.tools import speed as bench
 
 
 def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():

@@ -15,4 +15,4 @@ def main(argv: list[str]) -> dict:
     if not argv or argv[0] not in CLAIMS:
         print(f"usage: zoo repro {{{','.join(CLAIMS)}}} [--steps N] [--seeds S ...] [--json FILE]", file=sys.stderr)
         raise SystemExit(2)
-    return importlib.import_module(f"zoo.repro.{argv[0]}").main(argv[1:])
+    return importlib.import_module(f"zoo.tools.repro.{argv[0]}").main(argv[1:])

@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
             parser.error(f"unknown framework {framework!r}; choose from {sorted(RUNNERS)}")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "result.json"
-            command = [sys.executable, "-m", "zoo.bench", *(argv if argv is not None else sys.argv[1:]),
+            command = [sys.executable, "-m", "zoo.tools.speed", *(argv if argv is not None else sys.argv[1:]),
                        "--child", framework, "--child-out", str(out)]
             subprocess.run(command, check=True, cwd=tmp)
             summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
