@@ -2,7 +2,7 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
+``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
 ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
 """
@@ -129,11 +129,17 @@ def list_main(args: list[str]) -> None:
     print_catalog()
 
 
-def bench_main(args: list[str]) -> None:
-    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
-    from zoo.tools.speed import main as bench
+def speed_main(args: list[str]) -> None:
+    """``zoo speed``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
+    from zoo.tools.speed import main as speed
 
-    bench(args)
+    speed(args)
+
+
+def bench_main(args: list[str]) -> None:
+    """``zoo bench``, the old name of ``zoo speed``: a one-line pointer, since "benchmark" now means evaluation."""
+    raise SystemExit("zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks run "
+                     "with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")
 
 
 def preview_main(args: list[str]) -> None:
@@ -157,7 +163,7 @@ def repro_main(args: list[str]) -> None:
     repro(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
+COMMANDS = {"export": export_main, "list": list_main, "speed": speed_main, "bench": bench_main, "preview": preview_main,
             "pretext-bench": pretext_bench_main, "repro": repro_main}
 
 

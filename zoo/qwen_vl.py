@@ -140,7 +140,7 @@ def _qwen2_5_vl():
 
 def _qwen2_5_vl_3b():
     """Qwen2.5-VL-3B-Instruct's published shapes (and vocabulary rows) with random weights and the tiny
-    tokenizer and processor: for speed and memory measurements on a GPU (`zoo bench --model
+    tokenizer and processor: for speed and memory measurements on a GPU (`zoo speed --model
     tiny:qwen2_5_vl_3b`), not for training tests. Saved in bfloat16 (about 7.5 GB)."""
     from transformers import Qwen2_5_VLConfig
 

@@ -23,7 +23,7 @@ def test_a_build_on_a_non_zero_rank_writes_the_model_too(tmp_path, monkeypatch):
 
 
 def test_the_3b_shape_family_has_qwen2_5_vl_3b_parameters():
-    """`tiny:qwen2_5_vl_3b` (GPU benchmarks) carries Qwen2.5-VL-3B-Instruct's shapes: about 3.75B parameters,
+    """`tiny:qwen2_5_vl_3b` (GPU speed measurements) carries Qwen2.5-VL-3B-Instruct's shapes: about 3.75B parameters,
     counted on the meta device without allocating them."""
     from transformers import AutoModelForImageTextToText
 
