@@ -18,15 +18,23 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Par
 from torch import Tensor
 
 from zoo.grpo import functional as F
-from zoo.grpo.evaluation import check_eval_settings, example_scores
+from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
-from zoo.grpo.window import Part, chunk_count, last_chunk, make_part, plan_micro_batches, window_advantages
+from zoo.grpo.window import (
+    Part,
+    add_window_metrics,
+    chunk_count,
+    last_chunk,
+    make_part,
+    plan_micro_batches,
+    window_advantages,
+)
 
 log = logging.getLogger(__name__)
 
 
-class GRPOMixin:
+class GRPOMixin(EvaluationMixin):
     """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
 
     Args:
@@ -174,13 +182,6 @@ class GRPOMixin:
         base = int(os.environ.get("PL_GLOBAL_SEED", 0))
         return base * 2**32 + self.lightning_module.trainer.global_step
 
-    def _verify(self, rollout: Rollout) -> list:
-        datamodule = self.lightning_module.trainer.datamodule
-        if not hasattr(datamodule, "verify"):
-            raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
-                               "datamodules.PretextDataModule")
-        return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
-
     def _steps_now(self, batch_idx: int) -> bool:
         """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
         last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
@@ -205,13 +206,7 @@ class GRPOMixin:
             skipped += self._optimizer_step(means)
         means.add("train/grpo/skipped_steps", skipped)
         means.add("train/grpo/loss", total.item())
-        advantages = torch.cat([part.advantages for part in parts])  # [kN]
-        totals = torch.cat([totals for _, totals in window])  # [kB, G]
-        means.add("train/grpo/adv_std", advantages.std().item())
-        means.add("train/grpo/frac_zero_std", F.zero_std_groups(totals).float().mean().item())
-        for name, values in (("completion_len", [p.rollout.completion_mask.sum(1) for p in parts]),
-                             ("truncated", [p.rollout.truncated for p in parts])):
-            means.add(f"train/grpo/{name}", torch.cat(values).float().mean().item())
+        add_window_metrics(means, parts, [totals for _, totals in window])
         return total
 
     def _parts(self, window: list[tuple[Rollout, Tensor]]) -> list[Part]:
@@ -255,8 +250,10 @@ class GRPOMixin:
     def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
         module, out = self.lightning_module, None
         for chunk, _ in plan:
-            logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout,
-                                                                                                     chunk)[0]
+            if reference:
+                logps = module.reference_log_probs(rollout, chunk)
+            else:
+                logps = module.token_log_probs(rollout, chunk)[0]
             if out is None:  # [N, L] in the log-probs' own dtype
                 out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
             out[chunk] = logps
@@ -312,32 +309,6 @@ class GRPOMixin:
         if scheduler is not None:
             scheduler.step()
         return not finite
-
-    # ---- evaluation -----------------------------------------------------------------------------
-    def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
-        self.eval_pass_k = check_eval_settings(n, temperature, top_p, ks)
-        self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
-        self.eval_seed = seed
-
-    @property
-    def eval_score_names(self) -> list[str]:
-        """Per-example scores each evaluation step returns (`zoo.grpo.evaluation.example_scores`)."""
-        return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
-
-    def validation_step(self, batch: list, batch_idx: int) -> dict:
-        """``eval_num_generations`` completions per held-out example (greedy, or sampled with the fixed
-        ``eval_seed``), their rewards, and per-example scores that the metrics callback averages."""
-        module, n = self.lightning_module, self.eval_num_generations
-        if self.eval_temperature == 0:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
-        else:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature,
-                                    top_p=self.eval_top_p, seed=self.eval_seed)
-        rewards = self._verify(rollout)
-        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.eval_pass_k)}
-
-    test_step = validation_step
-
 
 def _check(ok: bool, message: str) -> None:
     if not ok:

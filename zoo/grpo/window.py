@@ -100,3 +100,12 @@ def last_chunk(parts: list[Part]) -> tuple[int, int] | None:
         if parts[p].plan:
             return p, len(parts[p].plan) - 1
     return None
+
+
+def add_window_metrics(means, parts: list[Part], totals: list[Tensor]) -> None:
+    """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches."""
+    means.add("train/grpo/adv_std", torch.cat([part.advantages for part in parts]).std().item())
+    means.add("train/grpo/frac_zero_std", F.zero_std_groups(torch.cat(totals)).float().mean().item())
+    for name, values in (("completion_len", [p.rollout.completion_mask.sum(1) for p in parts]),
+                         ("truncated", [p.rollout.truncated for p in parts])):
+        means.add(f"train/grpo/{name}", torch.cat(values).float().mean().item())
