@@ -198,9 +198,9 @@ class GRPOMixin(EvaluationMixin):
                 means.add("train/grpo/beta", self._beta())
             for p, part in enumerate(parts):
                 for i, (chunk, live) in enumerate(part.plan):
+                    out = super().training_step(part.rollout, chunk)
+                    loss = self._loss(out, part, chunk, means if live else None)
                     with self._sync_context(last=(p, i) == final):
-                        out = super().training_step(part.rollout, chunk)
-                        loss = self._loss(out, part, chunk, means if live else None)
                         self.lightning_module.manual_backward(loss * live)
                     total += loss.detach() * live / self.num_iterations
             skipped += self._optimizer_step(means)
@@ -241,7 +241,8 @@ class GRPOMixin(EvaluationMixin):
         return window_advantages(totals, "batch", everyone, offset=self.global_rank * len(mine))
 
     def _sync_context(self, last: bool):
-        """Skip the gradient all-reduce on every backward pass of the window but the last."""
+        """Skip the gradient all-reduce on every backward pass of the window but the last. It wraps the
+        backward only: under manual optimization Lightning turns DDP's sync back on after each forward."""
         if last or not isinstance(self, ParallelStrategy):
             return nullcontext()
         return self.block_backward_sync()

@@ -8,7 +8,7 @@ count the window's rows and tokens over every rank (`zoo.grpo.functional.window_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -36,7 +36,7 @@ class Part:
     advantages: Tensor
     mask: Tensor
     rows: Tensor
-    plan: list = None
+    plan: list = field(default_factory=list)
     divisor: float = 1.0
     old: Tensor | None = None
     ref: Tensor | None = None
