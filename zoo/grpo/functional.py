@@ -113,10 +113,10 @@ def clipped_surrogate(ratio: Tensor, advantages: Tensor, mask: Tensor, epsilon: 
     return -torch.minimum(unclipped, clipped), was_clipped
 
 
-@register_loss("grpo", by_rows, sequence_mean=True)
-@register_loss("dr_grpo", by_max_tokens)
+@register_loss("bnpo", by_tokens, per_batch=True)  # decorators apply bottom-up: grpo is registered first
 @register_loss("dapo", by_tokens)
-@register_loss("bnpo", by_tokens, per_batch=True)
+@register_loss("dr_grpo", by_max_tokens)
+@register_loss("grpo", by_rows, sequence_mean=True)
 def token_ratio_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
     """Clipped surrogate with one importance ratio per token (GRPO, Dr. GRPO, DAPO, BNPO)."""
     return clipped_surrogate((logps - old_logps).exp(), advantages, mask, epsilon, epsilon_high)
