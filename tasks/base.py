@@ -106,6 +106,9 @@ class Task(ABC):
             (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
         think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the parser).
         format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
+        strict_letters: Where the answer is an option letter, only that uppercase letter alone counts (what a
+            strict exact-match harness accepts); False also takes ``b``, ``(B)`` and ``B.``. No effect on
+            answers that are not letters.
     """
 
     name: ClassVar[str]
@@ -115,7 +118,8 @@ class Task(ABC):
     #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
     partners: ClassVar[int] = 0
 
-    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
+    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
+                 strict_letters: bool = False):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
@@ -124,6 +128,7 @@ class Task(ABC):
         self.answer_format = answer_format
         self.think = think
         self.format_weight = format_weight
+        self.strict_letters = strict_letters
 
     @property
     def max_reward(self) -> float:
@@ -146,6 +151,16 @@ class Task(ABC):
     def render_answer(self, example: Example) -> str:
         """The completion a perfect policy writes."""
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
+
+    def check_answerable(self, example: Example) -> Example:
+        """``example`` if the completion `render_answer` writes for it earns `max_reward`; `SkipItem`
+        otherwise (an option text the answer format cannot carry, a target no valid answer reaches): no
+        completion could get such an example right, so it would only teach noise."""
+        earned = self.verify(example, self.render_answer(example)).total
+        if not earned >= self.max_reward - 1e-9:
+            raise SkipItem(f"unanswerable: the right answer {self.answer_text(example)[:80]!r} earns {earned:.3g} "
+                           f"of {self.max_reward:.3g}")
+        return example
 
     def instruction(self) -> str:
         """The sentence appended to each prompt that states the expected answer format."""
