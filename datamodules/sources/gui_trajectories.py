@@ -42,8 +42,8 @@ class GUITrajectories(Source):
             for t in range(_num_steps(row, line, skips)):
                 try:
                     self.steps.append(self._step(row, t, line))
-                except (ValueError, TypeError, KeyError, AttributeError) as err:
-                    skips.add(line, f"{type(err).__name__}: step {t}: {err}")
+                except Exception as err:  # whatever a malformed step raises (IndexError, OverflowError, ...)
+                    skips.add(line, f"{type(err).__name__}: step {t}: {str(err)[:200]}")
         skips.report()
         self.skipped = skips.count
         if not self.steps:
