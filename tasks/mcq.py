@@ -59,8 +59,8 @@ class MultipleChoice(Task):
 
     Args:
         labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case, ``(B)``
-            and ``B.`` accepted, unless ``strict_letters``). ``"text"``: options listed as a Python-style list, the answer is the option's
-            text exactly (R1-AQA).
+            and ``B.`` accepted, unless ``strict_letters``). ``"text"``: options listed as a Python-style list,
+            the answer is the option's text exactly (R1-AQA).
         shuffle_choices: Present the options in a random order (from the example's rng) instead of as stored
             (benchmarks keep the stored order: ``false``).
         **kwargs: Answer format options, see `tasks.Task`.

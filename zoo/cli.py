@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import torch
-
 from lightning.pytorch import LightningDataModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import Strategy

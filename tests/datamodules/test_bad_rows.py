@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datamodules import AudioQAJsonl, FramePairs, GUITrajectories, GroundingBenchmark, MCQBenchmark, MomentBenchmark
+from datamodules import AudioQAJsonl, FramePairs, GroundingBenchmark, GUITrajectories, MCQBenchmark, MomentBenchmark
 from datamodules.sources.point_cloud_folder import PointCloudFolder, check_complete
 from tests.benchmark_fixtures import png
 

@@ -99,7 +99,8 @@ _OLD_TAGS = re.compile(r"(?:" + _OLD_THINK + r")?\s*<answer>(?P<answer>.*?)</ans
 _OLD_CHOICE = re.compile(r"\s*[(\[]?\s*([^()\[\]]+?)\s*[)\]]?\s*\.?\s*")
 TAG_PIECES = st.lists(st.sampled_from(["<think>", "</think>", "<answer>", "</answer>", " ", "\n", "x", "B", "\\boxed{",
                                        "}", "{"]), max_size=12).map("".join)
-CHOICE_PIECES = st.lists(st.sampled_from(["B", "b", "a", " ", "\t", "(", ")", "[", "]", ".", "z"]), max_size=10).map("".join)
+CHOICE_PIECES = st.lists(st.sampled_from(["B", "b", "a", " ", "\t", "(", ")", "[", "]", ".", "z"]),
+                         max_size=10).map("".join)
 
 
 def old_tags(completion: str, think: bool) -> str | None:

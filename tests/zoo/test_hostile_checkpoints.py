@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from lightning.pytorch import LightningDataModule
 
 from zoo import PolicyModule
