@@ -129,12 +129,14 @@ class ExampleStream(IterableDataset):
             try:
                 item = self._item(feed, index, task, rng)
             except Exception as err:  # SkipItem, or whatever else a source raises on a bad item
-                skips.append((task.modality, getattr(err, "index", index), "unreadable", _reason(err)))
+                kind = getattr(err, "kind", None) or "unreadable"
+                skips.append((task.modality, getattr(err, "index", index), kind, _reason(err)))
                 continue
             try:
                 example = task.check_answerable(task.make_example(item, rng))
             except Exception as err:  # a readable item this task cannot use (too small, no valid depth, ...)
-                skips.append((task.modality, index, f"rejected_by_{task.name}", _reason(err)))
+                kind = getattr(err, "kind", None) or f"rejected_by_{task.name}"
+                skips.append((task.modality, index, kind, _reason(err)))
                 continue
             example.uid = uid
             if stage:

@@ -16,7 +16,7 @@ from typing import Literal
 
 from PIL import Image
 
-from tasks.base import Example, Reward, SkipItem, Task
+from tasks.base import Example, SkipItem, Task
 
 _NUM = r"\s*(\d{1,6}(?:\.\d{1,6})?)\s*"
 # the three ways models write a box, matched on the stripped answer; numbers and separators alternate, so
@@ -43,10 +43,8 @@ class IoUTask(Task):
         """The score parts of an answer with this IoU."""
         return {"accuracy": float(iou >= self.threshold), "iou": iou}
 
-    def verify(self, example: Example, completion: str) -> Reward:
-        reward = super().verify(example, completion)
-        reward.total = reward.parts["iou"] + self.format_weight * reward.parts["format"]
-        return reward
+    def total(self, parts: dict[str, float]) -> float:
+        return parts["iou"] + self.format_weight * parts["format"]
 
 
 @dataclass
