@@ -28,11 +28,12 @@ PROPERTY = settings(max_examples=30, deadline=None, derandomize=True,
 _examples: dict = {}
 
 
-def example_of(cls, answer_format="tags", think=False, format_weight=0.5):
+def example_of(cls, answer_format="tags", think=False, format_weight=0.5, repetition_penalty=0.0):
     """One task and example per class and format, built once."""
-    key = (cls, answer_format, think, format_weight)
+    key = (cls, answer_format, think, format_weight, repetition_penalty)
     if key not in _examples:
-        task = cls(answer_format=answer_format, think=think, format_weight=format_weight)
+        task = cls(answer_format=answer_format, think=think, format_weight=format_weight,
+                   repetition_penalty=repetition_penalty)
         _examples[key] = task, task.make_example(make_item(cls.modality), random.Random(0))
     return _examples[key]
 
@@ -60,7 +61,8 @@ def tag_soups() -> list[str]:
     n = SIZE // 16
     return ["<think>" + "</think><answer>" * n, "<think>" + "</think> <answer>x</answer>y" * n, "<answer>" * n * 2,
             "<answer>" + "</answer>x" * n, "<think>" * n * 2 + "</think>", "<think></think>" * n + "<answer>",
-            "\\boxed{" * n * 2, "<think>" + "\\boxed{" * n, " " * SIZE + "<answer>", "<answer>" + " " * SIZE]
+            "\\boxed{" * n * 2, "<think>" + "\\boxed{" * n, " " * SIZE + "<answer>", "<answer>" + " " * SIZE,
+            "\n" * SIZE, "a b c d e f g\n" * (SIZE // 14), "a b c d e f g\n\n" * (SIZE // 15) + "<answer>"]
 
 
 by_task = pytest.mark.parametrize("cls", TASKS, ids=lambda c: c.__name__)
@@ -71,14 +73,14 @@ def timed_verify(task, example, completion: str) -> float:
     start = time.perf_counter()
     reward = task.verify(example, completion)
     elapsed = time.perf_counter() - start
-    assert 0.0 <= reward.total <= task.max_reward + 1e-9
+    assert -task.repetition_penalty <= reward.total <= task.max_reward + 1e-9
     return elapsed
 
 
 @by_task
 @by_format
 def test_adversarial_completions_are_verified_within_budget(cls, answer_format, think):
-    task, example = example_of(cls, answer_format, think)
+    task, example = example_of(cls, answer_format, think, repetition_penalty=0.5)  # its line scan runs too
     right = task.answer_text(example)
     completions = [answers.wrap(a, answer_format, think) for a in adversarial(right)] + tag_soups()
     slow = {c[:40]: round(s, 3) for c in completions if (s := timed_verify(task, example, c)) > BUDGET_S}
