@@ -1,8 +1,9 @@
 """docs/contributing.md's worked examples stay true: every file the page names is written into a copy of the
-packages, with no other change, and the contract tests and two GRPO steps pick the new classes up.
+packages (or appended to the file it names), with no other change, and the contract tests and two GRPO steps
+pick the new classes and the new loss up.
 
 Slow for this suite (two subprocesses: about 25 s of CPU, more wall time on a loaded machine); it is the test
-that "a new task, source or policy family is one new file" is true.
+that "a new task, source or policy family is one new file, a loss one function" is true.
 """
 
 import csv
@@ -17,20 +18,23 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "contributing.md"
-#: A fenced block whose first line names the file it is: ``# tasks/image/mirror.py``.
-FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<path>[\w/.]+)\n(?P<body>.*?)```", re.DOTALL)
+#: A fenced block whose first line names the file it is (``# tasks/image/mirror.py``) or the existing file it is
+#: appended to (``# + zoo/grpo/functional.py``).
+FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<append>\+ )?(?P<path>[\w/.]+)\n(?P<body>.*?)```", re.DOTALL)
 PACKAGES = ("tasks", "datamodules", "zoo", "callbacks", "tests", "configs")
 
 
-def page_files() -> dict[str, str]:
-    return {m["path"]: m["body"] for m in FILE_BLOCK.finditer(PAGE.read_text())}
+def page_files(appended: bool = False) -> dict[str, str]:
+    """The page's new files, or with ``appended`` the code it appends to existing files, by path."""
+    return {m["path"]: m["body"] for m in FILE_BLOCK.finditer(PAGE.read_text()) if bool(m["append"]) == appended}
 
 
-def test_each_extension_is_one_new_file():
-    files = page_files()
-    sources = [path for path in files if path.endswith(".py")]
-    assert {path.split("/")[0] for path in sources} == {"tasks", "datamodules", "zoo"}, sources
-    assert not [path for path in files if (ROOT / path).exists()], "the examples are new files, not edits"
+def test_each_extension_is_one_new_file_or_one_appended_function():
+    new, appended = page_files(), page_files(appended=True)
+    sources = [path for path in new if path.endswith(".py") and not path.startswith("tests/")]
+    assert sorted(sources) == ["datamodules/sources/numpy_images.py", "tasks/image/mirror.py", "zoo/llava.py"]
+    assert not [path for path in new if (ROOT / path).exists()], "the examples are new files, not edits"
+    assert list(appended) == ["zoo/grpo/functional.py"] and appended["zoo/grpo/functional.py"].count("\ndef ") == 1
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +47,8 @@ def tree(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, root / name)
     for path, body in page_files().items():
         (root / path).write_text(body)
+    for path, body in page_files(appended=True).items():
+        (root / path).write_text(f"{(root / path).read_text()}\n\n{body}")
     from datamodules import SyntheticScenes
 
     scenes = SyntheticScenes(size=8, image_size=56)
@@ -56,17 +62,18 @@ def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_contract_tests_pick_up_the_new_task_and_policy(tree):
-    """The contract tests of the new task and policy, its levels, its ``tiny:llama`` and the short names."""
+    """The contract tests of the new task and policy, the task's levels, ``tiny:llava``, the short names and the
+    loss's own test."""
     result = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/test_contract.py",
                  "tests/zoo/test_policy_contract.py", "tests/test_pretext_bench.py", "tests/test_discovery.py",
-                 "tests/zoo/test_tiny.py", "-k", "Mirror or LlavaPolicy or states_its_levels or short_name "
-                 "or tiny_checkpoint_is_a_family")
+                 "tests/zoo/test_tiny.py", "tests/zoo/test_cispo.py", "-k", "Mirror or LlavaPolicy or "
+                 "states_its_levels or short_name or tiny_checkpoint_is_a_family or cispo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", result.stdout)[1])
     assert passed >= 30 and "failed" not in result.stdout, result.stdout[-500:]
 
 
-def test_two_grpo_steps_on_the_new_source_and_task(tree):
+def test_two_grpo_steps_on_the_new_policy_source_task_and_loss(tree):
     result = run(tree, "-m", "zoo", "fit", "--config", "mirror.yaml", "--trainer.enable_progress_bar", "false")
     assert result.returncode == 0, result.stderr[-3000:]
     (metrics,) = tree.glob("runs/lightning_logs/version_*/metrics.csv")
@@ -76,6 +83,6 @@ def test_two_grpo_steps_on_the_new_source_and_task(tree):
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
 def test_the_examples_follow_the_house_style(tree):
-    files = [path for path in page_files() if path.endswith(".py")]
+    files = [path for path in [*page_files(), *page_files(appended=True)] if path.endswith(".py")]
     result = subprocess.run(["ruff", "check", *files], cwd=tree, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

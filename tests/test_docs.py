@@ -85,8 +85,9 @@ def test_generated_blocks_are_current(page):
 
 
 def concrete(args: list[str]) -> bool:
-    """No placeholder (``<experiment>``, ``$HEAD``, ``...``) and no file a page only defines as an example."""
-    return not any(re.search(r"[<>$]|\.\.\.", a) or a in example_files() for a in args)
+    """No placeholder (``<experiment>``, ``$HEAD``, ``...``), no alternatives (``fit / validate``) and no file a
+    page only defines as an example."""
+    return not any(re.search(r"[<>$]|\.\.\.", a) or a in ("/", "|") or a in example_files() for a in args)
 
 
 ZOO = [(page, args) for page, args in commands("zoo")]
