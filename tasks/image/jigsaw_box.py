@@ -15,11 +15,11 @@ import random
 from PIL import Image
 
 from tasks.base import Example, SkipItem
-from tasks.grounding import IoUTask, box_iou, fit_size, parse_box
+from tasks.grounding import BoxTask, fit_size
 from tasks.image import grid
 
 
-class JigsawBox(IoUTask):
+class JigsawBox(BoxTask):
     """Swap equal boxes between the ``rows x cols`` regions of an image and ask for the original box of the one
     now in a named region, as ``[x1, y1, x2, y2]`` in pixels of the image shown.
 
@@ -118,13 +118,3 @@ class JigsawBox(IoUTask):
             f"now in region {region}? Answer with its bounding box as [x1, y1, x2, y2] in pixel coordinates of "
             f"this {size[0]} x {size[1]} image, x from the left edge and y from the top."
         )
-
-    def answer_text(self, example: Example) -> str:
-        return "[" + ", ".join(str(v) for v in example.answer) + "]"
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        box = parse_box(answer)
-        width, height = example.meta["bounds"]
-        if box is None or box[2] > width or box[3] > height:
-            return None
-        return self.graded(box_iou(box, example.answer))
