@@ -2,7 +2,7 @@
 packages (or appended to the file it names), with no other change, and the contract tests and two GRPO steps
 pick the new classes and the new loss up.
 
-Slow for this suite (two subprocesses: about 25 s of CPU, more wall time on a loaded machine); it is the test
+Slow for this suite (two subprocesses: about 40 s of CPU, 100 s wall at load 7 on 2 cores); it is the test
 that "a new task, source or policy family is one new file, a loss one function" is true.
 """
 
