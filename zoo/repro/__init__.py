@@ -1,5 +1,5 @@
 """Small-scale reproductions of paper claims on a CPU with tiny models: ``zoo repro <claim> [--steps N]
-[--seeds 0 1] [--json out.json]`` (see README, "Reproductions"). Each claim is a module with ``main(argv)``
+[--seeds 0 1] [--json out.json]`` (see docs/reproductions.md). Each claim is a module with ``main(argv)``
 that trains its arms through the library, prints a table and says whether the claim held."""
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
     """The options every claim takes: ``--steps``, ``--seeds``, ``--json``, ``--arms``, ``--val-size``."""
     p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=steps, help=f"GRPO steps per arm (default {steps}: the full "
-                                                              "CPU budget whose numbers README reports)")
+                                                              "CPU budget whose numbers docs/reproductions.md reports)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--arms", nargs="+", help="run only these arms (default: all)")
     p.add_argument("--val-size", type=int, default=64, help="held-out items per evaluation set")
