@@ -113,7 +113,8 @@ class PretextDataModule(LightningDataModule):
     @property
     def skip_counts(self) -> dict[tuple[str, str], int]:
         """Skip events so far by ``(source class, kind)``; kind is ``unreadable`` (the source could not load
-        the item) or ``rejected_by_<task>`` (the task could not make an example of it)."""
+        the item), ``rejected_by_<task>`` (the task could not make an example of it) or the kind a source's
+        filter names (`tasks.SkipItem`, e.g. ``too_short``)."""
         counts: Counter = Counter()
         for stream in self._streams.values():
             counts.update(stream.skip_counts)
@@ -280,7 +281,8 @@ def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size:
         held_out = val_sources.get(modality)
         train, val = _split_one(source, held_out, val_size)
         feeds["train"][modality] = Feed(source, train)
-        feeds["val"][modality] = Feed(source if held_out is None else held_out, val)
+        pool = val if held_out is None else range(len(held_out))  # spares replace unusable held-out items
+        feeds["val"][modality] = Feed(source if held_out is None else held_out, val, pool)
     if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
         raise ValueError("a val_source is empty while other modalities have validation items")
     return feeds
