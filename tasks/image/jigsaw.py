@@ -132,9 +132,9 @@ class Jigsaw(Task):
 
     def reasoning(self, example: Example) -> str:
         """Which shown piece each original position takes, position by position (an SFT demonstration)."""
-        cols = example.meta["cols"]
-        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece {label}"
-                 for slot, label in enumerate(example.answer)]
+        cols, shown = example.meta["cols"], example.meta["shown"]  # shown[p]: original slot of shown piece p
+        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece "
+                 f"{shown.index(slot) + 1}" for slot in range(len(shown))]
         return "In the original image " + "; ".join(steps) + "."
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:

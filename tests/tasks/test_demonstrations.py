@@ -6,7 +6,7 @@ import random
 import pytest
 
 import tasks
-from tasks import Jigsaw, JigsawPair, Task
+from tasks import Jigsaw, JigsawPair, JigsawSingle, Task
 from tests.helpers import discover, make_item
 
 TASKS = discover(tasks, Task)
@@ -45,3 +45,11 @@ def test_jigsaw_pair_reasoning_states_both_origins_then_the_relation():
     assert task.reasoning(example) == expected
     relation = "directly left of" if origin[first] < origin[second] else "directly right of"
     assert example.answer == relation
+
+
+def test_jigsaw_single_reasoning_names_the_position_asked_for():
+    task = JigsawSingle(rows=1, cols=2, answer_format="tags", think=True)
+    example = task.make_example(make_item("image"), random.Random(0))
+    piece, answer = example.meta["piece"], example.answer
+    assert task.reasoning(example) == (f"Piece {piece} shows the part at row 1, column {answer} of the original "
+                                       f"image, which is position {answer}.")
