@@ -4,7 +4,8 @@ demonstrations, the loss on the assistant tokens only, then an optimizer step.
 `SFTMixin` holds the algorithm; `SFTStrategy` (one device), `SFTDDPStrategy` (DDP) and `SFTFSDPStrategy` (FSDP2)
 add it to Lightning's strategies, as `zoo.grpo` does for GRPO, so any `zoo.PolicyModule`, config, launcher,
 checkpoint, LoRA / freeze setting and export works for SFT unchanged. Held-out evaluation is GRPO's own
-(greedy or sampled accuracy, pass@k), so SFT and GRPO runs report the same metrics.
+(`zoo.grpo.evaluation.EvaluationMixin`: greedy or sampled accuracy, pass@k), so SFT and GRPO runs report the same
+metrics.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.metrics import Means
-from zoo.grpo.strategy import GRPOFSDPStrategy, GRPOMixin, GRPOStrategy
+from zoo.grpo.strategy import GRPOFSDPStrategy, GRPOStrategy
+from zoo.grpo.window import chunk_count, plan_micro_batches
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
 
 log = logging.getLogger(__name__)
 
 
-class SFTMixin:
+class SFTMixin(EvaluationMixin):
     """Supervised fine-tuning of a `zoo.PolicyModule` on the demonstrations of a data module with
     ``demonstration(example)`` (`datamodules.PretextDataModule`: each task's perfect answer;
     `datamodules.ConversationDataModule`: the recorded assistant turns).
@@ -80,12 +83,6 @@ class SFTMixin:
         self.accumulate_grad_batches = 1
         self._window_count = 0.0  # tokens (or demonstrations) in the gradients accumulated so far
         self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
-
-    # held-out evaluation is GRPO's own, so SFT and GRPO runs report the same metrics the same way
-    _set_evaluation = GRPOMixin._set_evaluation
-    eval_score_names = GRPOMixin.eval_score_names
-    _verify = GRPOMixin._verify
-    validation_step = test_step = GRPOMixin.validation_step
 
     def connect(self, model) -> None:
         """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
@@ -153,10 +150,8 @@ class SFTMixin:
     def _micro_batches(self, rows: Tensor) -> list[tuple[Tensor, float]]:
         """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks re-run
         one row with weight 0) because each backward pass is a collective under DDP."""
-        size = self.micro_batch_size or max(len(rows), 1)
-        plan = [(chunk, 1.0) for chunk in torch.split(rows, size) if len(chunk)]
-        count = int(self.reduce(torch.tensor(len(plan), device=self.root_device), reduce_op="max"))
-        return plan + [(rows[:1], 0.0)] * (count - len(plan))
+        count = torch.tensor(chunk_count(rows, self.micro_batch_size), device=self.root_device)
+        return plan_micro_batches(rows, self.micro_batch_size, int(self.reduce(count, reduce_op="max")))
 
     def _sync_context(self, last: bool):
         """Skip the gradient all-reduce on every micro-batch but the last."""
