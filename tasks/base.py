@@ -217,6 +217,19 @@ class Task(ABC):
         """The completion a perfect policy writes."""
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
 
+    def reasoning(self, example: Example) -> str:
+        """A short templated reasoning that leads to the answer, for demonstrations (`demonstration`); empty
+        when the task states none."""
+        return ""
+
+    def demonstration(self, example: Example) -> str:
+        """What an expert writes for ``example`` (an SFT target): `render_answer`, with the task's `reasoning`
+        inside ``<think>`` when the task asks for thinking and states one."""
+        reasoning = self.reasoning(example) if self.think else ""
+        if not reasoning:
+            return self.render_answer(example)
+        return f"<think>\n{reasoning}\n</think>\n" + answers.wrap(self.answer_text(example), self.answer_format, False)
+
     def check_answerable(self, example: Example) -> Example:
         """``example`` if the completion `render_answer` writes for it earns `max_reward`; `SkipItem`
         otherwise (an option text the answer format cannot carry, a target no valid answer reaches): no

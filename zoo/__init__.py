@@ -1,4 +1,4 @@
-"""zoo: multimodal policies as LightningModules, GRPO as a Lightning strategy, offline tiny models.
+"""zoo: multimodal policies as LightningModules, GRPO and SFT as Lightning strategies, offline tiny models.
 
 Every module is imported here and its classes re-exported (``zoo.QwenVLPolicy`` on the command line), a new
 policy family file included. Left out: the CLI (it imports `callbacks`, which import `zoo.grpo`) and the

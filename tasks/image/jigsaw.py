@@ -130,3 +130,10 @@ class Jigsaw(OrderTask):
     def graded(self, pred: list[int], example: Example) -> dict[str, float]:
         connections = grid.neighbour_accuracy(pred, example.answer, example.meta["rows"], example.meta["cols"])
         return super().graded(pred, example) | {"connections": connections}
+
+    def reasoning(self, example: Example) -> str:
+        """Which shown piece each original position takes, position by position (an SFT demonstration)."""
+        cols, shown = example.meta["cols"], example.meta["shown"]  # shown[p]: original slot of shown piece p
+        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece "
+                 f"{shown.index(slot) + 1}" for slot in range(len(shown))]
+        return "In the original image " + "; ".join(steps) + "."

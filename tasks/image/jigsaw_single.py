@@ -57,6 +57,12 @@ class JigsawSingle(Jigsaw):
     def answer_text(self, example: Example) -> str:
         return str(example.answer)
 
+    def reasoning(self, example: Example) -> str:
+        """Where the named piece came from (an SFT demonstration)."""
+        cols, piece, slot = example.meta["cols"], example.meta["piece"], example.answer - 1
+        return (f"Piece {piece} shows the part at row {slot // cols + 1}, column {slot % cols + 1} of the original "
+                f"image, which is position {example.answer}.")
+
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         # digits only, as Jigsaw-R1's format check (str.isdigit) wants; a position off the grid is no answer
         if not _NUMBER.fullmatch(answer) or not 1 <= int(answer) <= example.meta["rows"] * example.meta["cols"]:
