@@ -16,6 +16,7 @@ from datamodules.sources.synthetic_audio import SyntheticAudio
 from datamodules.sources.synthetic_grid import SyntheticGridWorld
 from datamodules.sources.synthetic_gui import SyntheticGUI
 from datamodules.sources.synthetic_points import SyntheticPointClouds
+from datamodules.sources.synthetic_questions import SyntheticQuestions
 from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
@@ -23,5 +24,5 @@ from datamodules.sources.video_folder import VideoFolder
 __all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "GroundingBenchmark", "ImageFolder",
            "MCQBenchmark", "MomentBenchmark", "PointCloudFolder",
            "RGBDFolder", "Source", "SyntheticAudio", "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds",
-           "SyntheticRGBD", "SyntheticScenes",
+           "SyntheticQuestions", "SyntheticRGBD", "SyntheticScenes",
            "SyntheticVideos", "VideoFolder"]
