@@ -189,6 +189,19 @@ class Task(ABC):
         """The completion a perfect policy writes."""
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
 
+    def reasoning(self, example: Example) -> str:
+        """A short templated reasoning that leads to the answer, for demonstrations (`demonstration`); empty
+        when the task states none."""
+        return ""
+
+    def demonstration(self, example: Example) -> str:
+        """What an expert writes for ``example`` (an SFT target): `render_answer`, with the task's `reasoning`
+        inside ``<think>`` when the task asks for thinking and states one."""
+        reasoning = self.reasoning(example) if self.think else ""
+        if not reasoning:
+            return self.render_answer(example)
+        return f"<think>\n{reasoning}\n</think>\n" + answers.wrap(self.answer_text(example), self.answer_format, False)
+
     def instruction(self) -> str:
         """The sentence appended to each prompt that states the expected answer format."""
         return answers.instruction(self.answer_format, self.think)

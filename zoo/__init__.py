@@ -1,4 +1,4 @@
-"""zoo: multimodal policies as LightningModules, GRPO as a Lightning strategy, offline tiny models."""
+"""zoo: multimodal policies as LightningModules, GRPO and SFT as Lightning strategies, offline tiny models."""
 
 from zoo.batch import MediaSpec, PromptBatch
 from zoo.encoder_lm import EncoderLMPolicy
@@ -9,7 +9,8 @@ from zoo.policy import PolicyModule
 from zoo.qwen_audio import QwenAudioPolicy
 from zoo.qwen_omni import QwenOmniPolicy
 from zoo.qwen_vl import QwenVLPolicy
+from zoo.sft import SFTDDPStrategy, SFTFSDPStrategy, SFTMixin, SFTStrategy
 
 __all__ = ["EncoderLMPolicy", "GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "HFVLMPolicy",
            "MediaSpec", "PointLMPolicy", "PolicyModule", "PromptBatch", "QwenAudioPolicy", "QwenOmniPolicy",
-           "QwenVLPolicy", "Rollout"]
+           "QwenVLPolicy", "Rollout", "SFTDDPStrategy", "SFTFSDPStrategy", "SFTMixin", "SFTStrategy"]

@@ -4,7 +4,8 @@
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
 ``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
-``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
+``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights).
 """
 
 from __future__ import annotations
@@ -150,6 +151,14 @@ def pretext_bench_main(args: list[str]) -> None:
     pretext_bench(args)
 
 
+def chain_main(args: list[str]) -> None:
+    """``zoo chain --config <chain.yaml>``: training stages in order, each from the last one's weights (see
+    `zoo.chain`)."""
+    from zoo.chain import main as chain
+
+    chain(args)
+
+
 def repro_main(args: list[str]) -> None:
     """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
     from zoo.repro import main as repro
@@ -158,7 +167,7 @@ def repro_main(args: list[str]) -> None:
 
 
 COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main}
+            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main}
 
 
 def main(args: list[str] | None = None) -> None:

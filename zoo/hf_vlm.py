@@ -97,7 +97,7 @@ class HFVLMPolicy(PolicyModule):
     Args:
         pretrained: Hub id (e.g. ``HuggingFaceTB/SmolVLM-256M-Instruct``, ``google/gemma-3-4b-it``,
             ``llava-hf/llava-onevision-qwen2-0.5b-ov-hf``), local directory, or ``tiny:idefics3`` /
-            ``tiny:gemma3`` / ``tiny:llava_onevision``.
+            ``tiny:gemma3`` / ``tiny:llava_onevision``, or a zoo checkpoint (see `PolicyModule`).
         trust_remote_code: Let the checkpoint run its own Python code from the hub (only for checkpoints that
             need it; the model type must still be one of the supported families).
         processor_kwargs: Overrides for ``AutoProcessor.from_pretrained``, e.g. ``{size: {longest_edge: 1024}}``

@@ -34,7 +34,8 @@ class QwenAudioPolicy(PolicyModule):
     parts are resampled to the feature extractor's rate (16 kHz) when they come at another.
 
     Args:
-        pretrained: Hub id (e.g. ``Qwen/Qwen2-Audio-7B-Instruct``), local directory, or ``tiny:qwen2_audio``.
+        pretrained: Hub id (e.g. ``Qwen/Qwen2-Audio-7B-Instruct``), local directory, ``tiny:qwen2_audio``,
+            or a zoo checkpoint (see `PolicyModule`).
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 

@@ -24,7 +24,8 @@ class QwenOmniPolicy(PolicyModule):
     their ``fps``; audio parts are resampled to 16 kHz when they come at another rate.
 
     Args:
-        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-Omni-7B``), local directory, or ``tiny:qwen2_5_omni``.
+        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-Omni-7B``), local directory, ``tiny:qwen2_5_omni``, or
+            a zoo checkpoint (see `PolicyModule`).
         min_pixels: Lower bound on pixels per image after the processor's resize; None keeps the processor's.
         max_pixels: Upper bound on pixels per image (the main memory knob); None keeps the processor's.
         **kwargs: Options common to every policy (see `PolicyModule`).

@@ -24,7 +24,7 @@ class QwenVLPolicy(PolicyModule):
 
     Args:
         pretrained: Hub id (e.g. ``Qwen/Qwen2.5-VL-3B-Instruct``), local directory, or ``tiny:qwen2_5_vl``
-            (also ``tiny:qwen2_vl``, ``tiny:qwen3_vl``).
+            (also ``tiny:qwen2_vl``, ``tiny:qwen3_vl``), or a zoo checkpoint (see `PolicyModule`).
         min_pixels: Lower bound on pixels per image after the processor's resize; None keeps the processor's.
         max_pixels: Upper bound on pixels per image (the main memory knob); None keeps the processor's.
         **kwargs: Options common to every policy (see `PolicyModule`).

@@ -108,7 +108,7 @@ class SplicedPolicy(PolicyModule):
     and weights it saved.
 
     Args:
-        pretrained: A causal LM or a saved policy directory (see above).
+        pretrained: A causal LM, a saved policy directory (see above) or a zoo checkpoint.
         placeholder: The token whose copies the media features replace; added to the tokenizer (and the
             embeddings resized) when the LM lacks it. Banned from completions.
         init_seed: Seed of the new encoder and projector weights.

@@ -3,6 +3,7 @@
 from datamodules.sources.audio_folder import AudioFolder
 from datamodules.sources.audio_qa import AudioQAJsonl
 from datamodules.sources.base import Source
+from datamodules.sources.conversations import Conversations
 from datamodules.sources.frame_pairs import FramePairs
 from datamodules.sources.grounding_benchmark import GroundingBenchmark
 from datamodules.sources.gui_trajectories import GUITrajectories
@@ -21,8 +22,8 @@ from datamodules.sources.synthetic_rgbd import SyntheticRGBD
 from datamodules.sources.synthetic_video import SyntheticVideos
 from datamodules.sources.video_folder import VideoFolder
 
-__all__ = ["AudioFolder", "AudioQAJsonl", "FramePairs", "GUITrajectories", "GroundingBenchmark", "ImageFolder",
-           "MCQBenchmark", "MomentBenchmark", "PointCloudFolder",
+__all__ = ["AudioFolder", "AudioQAJsonl", "Conversations", "FramePairs", "GUITrajectories", "GroundingBenchmark",
+           "ImageFolder", "MCQBenchmark", "MomentBenchmark", "PointCloudFolder",
            "RGBDFolder", "Source", "SyntheticAudio", "SyntheticGUI", "SyntheticGridWorld", "SyntheticPointClouds",
            "SyntheticQuestions", "SyntheticRGBD", "SyntheticScenes",
            "SyntheticVideos", "VideoFolder"]

@@ -130,6 +130,13 @@ class Jigsaw(Task):
     def answer_text(self, example: Example) -> str:
         return ", ".join(str(label) for label in example.answer)
 
+    def reasoning(self, example: Example) -> str:
+        """Which shown piece each original position takes, position by position (an SFT demonstration)."""
+        cols = example.meta["cols"]
+        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece {label}"
+                 for slot, label in enumerate(example.answer)]
+        return "In the original image " + "; ".join(steps) + "."
+
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         rows, cols = example.meta["rows"], example.meta["cols"]
         pred = answers.parse_permutation(answer, rows * cols)

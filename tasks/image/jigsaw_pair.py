@@ -83,6 +83,13 @@ class JigsawPair(Jigsaw):
     def answer_text(self, example: Example) -> str:
         return answers.letter(example.meta["options"].index(example.answer))
 
+    def reasoning(self, example: Example) -> str:
+        """Where both named pieces came from, then their relation (an SFT demonstration)."""
+        cols, (first, second) = example.meta["cols"], example.meta["pair"]
+        (r1, c1), (r2, c2) = (divmod(example.meta["shown"][piece - 1], cols) for piece in (first, second))
+        return (f"Piece {first} comes from row {r1 + 1}, column {c1 + 1} of the original image and piece {second} "
+                f"from row {r2 + 1}, column {c2 + 1}, so piece {first} is {example.answer} piece {second}.")
+
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         relation = answers.parse_letter(answer, example.meta["options"])
         return None if relation is None else {"accuracy": float(relation == example.answer)}
