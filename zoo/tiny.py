@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -317,6 +318,8 @@ def _llava_onevision(_):
 FAMILIES = {"qwen2_vl": _qwen2_vl, "qwen2_5_vl": _qwen2_5_vl, "qwen2_5_vl_3b": _qwen2_5_vl_3b, "qwen3_vl": _qwen3_vl,
             "idefics3": _idefics3, "gemma3": _gemma3, "llava_onevision": _llava_onevision, "qwen2": _qwen2,
             "qwen2_audio": _qwen2_audio, "qwen2_5_omni": _qwen2_5_omni}
+#: Tiny bases that are trained, not random: the module that builds and caches each (its ``resolve()``).
+TRAINED = {"qwen2_5_vl_perception": "zoo.perception_base"}
 NAMED_TOKENS = {"qwen2_audio": AUDIO_TOKENS, "qwen2_5_omni": OMNI_TOKENS}
 
 
@@ -364,6 +367,8 @@ def resolve(pretrained: str) -> str:
     if not pretrained.startswith("tiny:"):
         return pretrained
     family = pretrained.removeprefix("tiny:")
+    if family in TRAINED:  # a base trained from a tiny model, cached under a key of its own
+        return importlib.import_module(TRAINED[family]).resolve()
     version = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:10]  # any edit here rebuilds
     target = cache_dir() / f"{family}-{version}"
     if not (target / "config.json").exists():

@@ -90,9 +90,9 @@ class SyntheticQuestions(Source):
     def _spatial(self, rng: np.random.Generator, index: int) -> Question:
         side = self.image_size
         relation = RELATIONS[int(rng.integers(4))]
-        radius = rng.uniform(0.09, 0.13) * side
+        radius = rng.uniform(0.13, 0.17) * side
         low, high = radius + 1, side - radius - 1
-        gap = rng.uniform(0.35, 0.6) * side  # centre distance along the relation's axis
+        gap = rng.uniform(0.4, 0.6) * side  # centre distance along the relation's axis
         middle = rng.uniform(low + gap / 2, high - gap / 2)
         across = rng.uniform(low + 0.1 * side, high - 0.1 * side)
         sign = -1 if relation in ("left", "above") else 1  # the red shape is on the smaller coordinate
@@ -171,7 +171,7 @@ def _scatter(rng: np.random.Generator, side: int, colours: list) -> list[tuple]:
     """One shape of each of ``colours`` at random spots, apart from each other by 2 px or more (placement is
     retried; the radius shrinks when a layout will not fit)."""
     count = len(colours)
-    radius = rng.uniform(0.08, 0.11) * side
+    radius = rng.uniform(0.11, 0.14) * side
     while True:
         shapes: list[tuple] = []
         for _ in range(100 * count):

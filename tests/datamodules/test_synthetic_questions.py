@@ -27,7 +27,7 @@ def centroid(mask: np.ndarray) -> np.ndarray:
 def components(mask: np.ndarray) -> int:
     """Number of 4-connected blobs of ``mask`` (a flood fill)."""
     seen, count = np.zeros_like(mask), 0
-    for start in zip(*np.nonzero(mask)):
+    for start in zip(*np.nonzero(mask), strict=True):
         if seen[start]:
             continue
         count, stack = count + 1, [start]
@@ -94,11 +94,10 @@ def test_test_split_shares_no_item_with_training_streams():
     test = {_digest(SyntheticQuestions(size=64, split="test")[i]) for i in range(64)}
     train = {_digest(SyntheticQuestions(size=256, split="train", seed=s)[i]) for s in (0, 1) for i in range(256)}
     assert len(test) == 64 and not test & train
-    media = {hashlib.sha1(np.asarray(SyntheticQuestions(size=64)[i].media[0]).tobytes()).hexdigest()
-             for i in range(2, 64, 4)}  # the rooms
-    rooms = {hashlib.sha1(SyntheticRGBD(width=56, height=56, objects=(2, 2), seed=s).render(i)[0].tobytes()).hexdigest()
+    media = {_sha(np.asarray(SyntheticQuestions(size=64)[i].media[0])) for i in range(2, 64, 4)}  # the rooms
+    rooms = {_sha(SyntheticRGBD(width=56, height=56, objects=(2, 2), seed=s).render(i)[0])
              for s in range(10) for i in range(4)}
-    scenes = {hashlib.sha1(np.asarray(SyntheticScenes(seed=s)[i]).tobytes()).hexdigest() for s in range(10) for i in range(4)}
+    scenes = {_sha(np.asarray(SyntheticScenes(seed=s)[i])) for s in range(10) for i in range(4)}
     assert not media & (rooms | scenes)
 
 
@@ -114,3 +113,7 @@ def _digest(question) -> str:
     media = question.media[0]
     pixels = media.frames if hasattr(media, "frames") else np.asarray(media)
     return hashlib.sha1(pixels.tobytes() + question.answer.encode()).hexdigest()
+
+
+def _sha(pixels: np.ndarray) -> str:
+    return hashlib.sha1(pixels.tobytes()).hexdigest()
