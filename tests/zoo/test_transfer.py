@@ -92,3 +92,22 @@ def test_base_grid_scores_both_grids():
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"base", "train 2x1"}
     assert set(rows["train 2x1"]["after"]) == {"downstream", "2x1", "3x1"} and "held-out 3x1" in result["note"]
+
+
+def test_zoo_test_scores_the_synthetic_questions(tmp_path, monkeypatch):
+    """configs/eval/synthetic_questions.yaml through `zoo test`: every held-out question once, strict letters."""
+    import csv
+
+    from tests.test_cli import ROOT, run_dir
+    from zoo.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    cli(["test", "--config", str(ROOT / "configs/eval/synthetic_questions.yaml"),
+         "--model.init_args.pretrained", "tiny:qwen2_5_vl", "--data.init_args.source.init_args.size", "8",
+         "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false"])
+    rows = [json.loads(line) for line in (run_dir(tmp_path) / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and [r["expected"] for r in rows[:2]] != [None, None]
+    with open(run_dir(tmp_path) / "metrics.csv") as f:
+        (logged,) = [{k: float(v) for k, v in r.items() if v} for r in csv.DictReader(f)]
+    right = sum(r["parts"]["accuracy"] for r in rows) / 8
+    assert logged["test/accuracy"] == pytest.approx(right)
