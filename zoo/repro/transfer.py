@@ -7,6 +7,7 @@ held-out pretext sets. Also the seed statistics, the table and the plot the clai
 from __future__ import annotations
 
 import statistics
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -177,7 +178,9 @@ def plot_curves(rows: list[dict], path: str, title: str) -> None:
         values = [[c[s] for c in curves] for s in steps]
         ax.plot(steps, [statistics.fmean(v) for v in values], marker="o", label=arm)
         ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
-    ax.set(xlabel="training steps of the arm", ylabel="held-out downstream accuracy (mean of 4 kinds)", title=title)
+    ax.axhline(0.375, color="grey", linestyle=":", label="chance (0.375)")
+    ax.set(xlabel="training steps of the arm", ylabel="held-out downstream accuracy (mean of 4 kinds)")
+    ax.set_title(textwrap.fill(title, 70), fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
@@ -221,7 +224,7 @@ def run_transfer_claim(args, arms: list[TransferArm], claim: str, verdict, colum
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
-        plot_curves(rows, args.plot, claim[:60])
+        plot_curves(rows, args.plot, claim)
     return result
 
 
