@@ -281,7 +281,8 @@ def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size:
         held_out = val_sources.get(modality)
         train, val = _split_one(source, held_out, val_size)
         feeds["train"][modality] = Feed(source, train)
-        feeds["val"][modality] = Feed(source if held_out is None else held_out, val)
+        pool = val if held_out is None else range(len(held_out))  # spares replace unusable held-out items
+        feeds["val"][modality] = Feed(source if held_out is None else held_out, val, pool)
     if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
         raise ValueError("a val_source is empty while other modalities have validation items")
     return feeds

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+import torch
 from lightning.pytorch import LightningDataModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import Strategy
@@ -61,6 +62,21 @@ class ZooCLI(LightningCLI):
         parser.add_lightning_class_args(Predictions, "predictions")
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
+
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI merges a checkpoint's hyperparameters into the config; here only as data (`zoo.trust`):
+        the class must be zoo's or the config's own, and ``trust_remote_code`` never comes from a checkpoint."""
+        from zoo.trust import checkpoint_model
+
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        hparams = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("hyper_parameters", {})
+        config_class = (self.config[subcommand].get("model") or {}).get("class_path")
+        model = checkpoint_model(hparams, config_class, source=ckpt_path)
+        if model is not None:
+            self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
@@ -118,8 +134,10 @@ def export_main(args: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
     parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
+    parser.add_argument("--policy", action="append", default=[], help="import path of the checkpoint's policy "
+                        "class when it is not one of zoo's (a checkpoint alone never makes zoo import a class)")
     options = parser.parse_args(args)
-    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out)}")
+    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out, options.policy)}")
 
 
 def list_main(args: list[str]) -> None:

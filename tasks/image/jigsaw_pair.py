@@ -91,5 +91,5 @@ class JigsawPair(Jigsaw):
                 f"from row {r2 + 1}, column {c2 + 1}, so piece {first} is {example.answer} piece {second}.")
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        relation = answers.parse_letter(answer, example.meta["options"])
+        relation = answers.parse_letter(answer, example.meta["options"], self.strict_letters)
         return None if relation is None else {"accuracy": float(relation == example.answer)}
