@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -145,6 +146,10 @@ def version() -> str:
     return digest.hexdigest()[:10]
 
 
+#: Tiny bases that are trained, not random: the module that builds and caches each (its ``resolve()``).
+TRAINED = {"qwen2_5_vl_perception": "zoo.perception_base"}
+
+
 def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     """Build a random-init tiny model of ``family`` and save model + processor to ``out_dir``."""
     from transformers import AutoModelForCausalLM, AutoModelForMultimodalLM
@@ -183,6 +188,8 @@ def resolve(pretrained: str) -> str:
     if not pretrained.startswith("tiny:"):
         return pretrained
     family = pretrained.removeprefix("tiny:")
+    if family in TRAINED:  # a base trained from a tiny model, cached under a key of its own
+        return importlib.import_module(TRAINED[family]).resolve()
     target = cache_dir() / f"{family}-{version()}"
     if not (target / "config.json").exists():
         target.parent.mkdir(parents=True, exist_ok=True)

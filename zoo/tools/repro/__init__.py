@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-CLAIMS = ("graded_reward", "grid_transfer", "kl_penalty")
+CLAIMS = ("graded_reward", "grid_transfer", "kl_penalty", "pretext_transfer", "base_graded", "base_grid",
+          "cold_start")
 
 
 def main(argv: list[str]) -> dict:
