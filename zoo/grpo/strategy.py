@@ -149,7 +149,13 @@ class GRPOMixin:
         return base * 2**32 + self.lightning_module.trainer.global_step
 
     def _verify(self, rollout: Rollout) -> list:
+        """One reward per row: the data module's ``verify_group`` over each prompt's G completions when it has
+        one (group-level rewards such as the label-free `tasks.MajorityVote`), else ``verify`` per row."""
         datamodule = self.lightning_module.trainer.datamodule
+        if hasattr(datamodule, "verify_group"):
+            g = rollout.num_generations
+            groups = [rollout.completions[b * g:(b + 1) * g] for b in range(len(rollout.examples))]
+            return [reward for group in datamodule.verify_group(rollout.examples, groups) for reward in group]
         if not hasattr(datamodule, "verify"):
             raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
                                "datamodules.PretextDataModule")
