@@ -185,6 +185,15 @@ class PretextDataModule(LightningDataModule):
         """Training items per modality (what `set_item_weights` weighs)."""
         return {modality: len(feed.items) for modality, feed in self._feeds["train"].items()}
 
+    def item_splits(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Per modality, the indices into its ``source`` of the training items and of the held-out ones (none
+        when a ``val_source`` holds those)."""
+        splits = {}
+        for modality, feed in self._feeds["train"].items():
+            held = self._feeds["val"][modality]
+            splits[modality] = (list(feed.items), list(held.items) if held.source is feed.source else [])
+        return splits
+
     def set_item_weights(self, epoch: int, weights: dict[str, Sequence[float]]) -> None:
         """Draw the training items of ``epoch`` (each example's item, with replacement) by ``weights``: one
         non-negative weight per training item (`training_items`) for each named modality; other modalities

@@ -100,20 +100,21 @@ class MajorityVote(SelfReward):
         common = Counter(label for label, _ in labels if label is not None)
         limit = self.max_label_share * len(examples)
         out = []
-        for (truths, keys), (label, share) in zip(cast, labels, strict=True):
+        for group, (label, share) in zip(cast, labels, strict=True):
             if label is not None and common[label] > 1 and common[label] > limit:
                 label = None  # one answer for most questions: the collapse, not a consensus
-            out.append(_agreements(task, truths, keys, label, share))
+            out.append(_agreements(task, group, group, label, share))
         return out
 
 
-def _agreements(task: Task, truths: list[Reward], keys: list[str | None], label: str | None,
-                share: float) -> list[Reward]:
-    """Rewards of one group against the pseudo-``label`` (None: abstain)."""
+def _agreements(task: Task, cast: tuple[list[Reward], list[str | None]], voters: tuple[list[Reward], list],
+                label: str | None, share: float) -> list[Reward]:
+    """Rewards of one group (its true rewards and ballots, ``cast``) against the pseudo-``label`` that the
+    ``voters`` group elected (None: abstain); ``label_accuracy`` is the truth of that label."""
     logged = {"majority": share, "abstained": float(label is None)}
     if label is not None:
-        logged["label_accuracy"] = next(t.parts["accuracy"] for t, k in zip(truths, keys, strict=True)
-                                        if k == label)
+        logged["label_accuracy"] = next(t.parts["accuracy"] for t, k in zip(*voters, strict=True) if k == label)
+    truths, keys = cast
     return [paid(task, truth, float(label is not None and key == label), **logged)
             for truth, key in zip(truths, keys, strict=True)]
 
@@ -171,9 +172,9 @@ class CoReward(SelfReward):
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
         out = []
         for b in range(0, len(cast), 2):
-            labels = [winner(keys, self.min_ratio) for _, keys in cast[b:b + 2]]
-            for (truths, keys), (label, share) in zip(cast[b:b + 2], labels[::-1], strict=True):
-                out.append(_agreements(task, truths, keys, label, share))
+            asked, rewritten = cast[b], cast[b + 1]
+            for group, voters in ((asked, rewritten), (rewritten, asked)):
+                out.append(_agreements(task, group, voters, *winner(voters[1], self.min_ratio)))
         return out
 
 

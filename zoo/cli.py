@@ -4,7 +4,8 @@
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
 ``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
-``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
+``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo select --config <yaml>`` (keep the items a base policy's pass rate varies on).
 """
 
 from __future__ import annotations
@@ -150,6 +151,13 @@ def pretext_bench_main(args: list[str]) -> None:
     pretext_bench(args)
 
 
+def select_main(args: list[str]) -> None:
+    """``zoo select``: keep the training items a base policy neither always nor never solves (see `zoo.select`)."""
+    from zoo.select import main as select
+
+    select(args)
+
+
 def repro_main(args: list[str]) -> None:
     """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
     from zoo.repro import main as repro
@@ -158,7 +166,7 @@ def repro_main(args: list[str]) -> None:
 
 
 COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main}
+            "pretext-bench": pretext_bench_main, "repro": repro_main, "select": select_main}
 
 
 def main(args: list[str] | None = None) -> None:
