@@ -65,9 +65,19 @@ def paid(task: Task, truth: Reward, agreement: float, **logged: float) -> Reward
     return Reward(total=total, parts={**truth.parts, "agreement": agreement, **logged})
 
 
-def _check_ratio(min_ratio: float) -> None:
-    if not 0 <= min_ratio <= 1:
-        raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
+def _check_ratios(min_ratio: float, max_label_share: float) -> None:
+    if not 0 <= min_ratio <= 1 or not 0 < max_label_share <= 1:
+        raise ValueError(f"need min_ratio in [0, 1] and max_label_share in (0, 1], got {min_ratio}, {max_label_share}")
+
+
+def unshared(labels: list[tuple[str | None, float]], max_label_share: float) -> list[tuple[str | None, float]]:
+    """``labels`` (pseudo-label, share) of a batch's groups, with None for every label that more than one group
+    and more than ``max_label_share`` of them elected: one answer for most questions is the collapse, not a
+    consensus."""
+    common = Counter(label for label, _ in labels if label is not None)
+    limit = max_label_share * len(labels)
+    return [(None if label is not None and common[label] > 1 and common[label] > limit else label, share)
+            for label, share in labels]
 
 
 class MajorityVote(SelfReward):
@@ -89,22 +99,13 @@ class MajorityVote(SelfReward):
     """
 
     def __init__(self, min_ratio: float = 0.0, max_label_share: float = 1.0):
-        _check_ratio(min_ratio)
-        if not 0 < max_label_share <= 1:
-            raise ValueError(f"max_label_share must be in (0, 1], got {max_label_share}")
+        _check_ratios(min_ratio, max_label_share)
         self.min_ratio, self.max_label_share = min_ratio, max_label_share
 
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
-        labels = [winner(keys, self.min_ratio) for _, keys in cast]
-        common = Counter(label for label, _ in labels if label is not None)
-        limit = self.max_label_share * len(examples)
-        out = []
-        for group, (label, share) in zip(cast, labels, strict=True):
-            if label is not None and common[label] > 1 and common[label] > limit:
-                label = None  # one answer for most questions: the collapse, not a consensus
-            out.append(_agreements(task, group, group, label, share))
-        return out
+        labels = unshared([winner(keys, self.min_ratio) for _, keys in cast], self.max_label_share)
+        return [_agreements(task, group, group, *label) for group, label in zip(cast, labels, strict=True)]
 
 
 def _agreements(task: Task, cast: tuple[list[Reward], list[str | None]], voters: tuple[list[Reward], list],
@@ -127,8 +128,9 @@ class CoReward(SelfReward):
     how the paper resists the collapse of plain majority voting.
 
     Guards beyond the paper's (which takes any plurality, ties by first seen): only valid answers vote, a
-    tie abstains, and ``min_ratio`` abstains on weak majorities. Logged as for `MajorityVote`, with
-    ``majority`` and ``label_accuracy`` those of the other question's pseudo-label.
+    tie abstains, ``min_ratio`` abstains on weak majorities and ``max_label_share`` on an answer that wins
+    most questions of the batch (a constant answer agrees across any rewrite). Logged as for `MajorityVote`,
+    with ``majority`` and ``label_accuracy`` those of the other question's pseudo-label.
 
     Args:
         rewrite: Where the rewrite comes from. ``"photometric"`` (given by the task): the same example with its
@@ -138,16 +140,19 @@ class CoReward(SelfReward):
             ``rewrite`` text), made into an example with the same random draws; items without one are skipped.
         strength: Largest relative change of a photometric rewrite.
         min_ratio: Least share of the other question's completions its majority must hold.
+        max_label_share: Most share of a batch's questions and rewrites (of one task) one pseudo-label may
+            be elected by; 1 disables the guard (as in the paper).
     """
 
     def __init__(self, rewrite: Literal["photometric", "item"] = "photometric", strength: float = 0.3,
-                 min_ratio: float = 0.0):
+                 min_ratio: float = 0.0, max_label_share: float = 1.0):
         if rewrite not in ("photometric", "item"):
             raise ValueError(f"rewrite must be 'photometric' or 'item', got {rewrite!r}")
         if not 0 < strength < 1:
             raise ValueError(f"strength must be in (0, 1), got {strength}")
-        _check_ratio(min_ratio)
-        self.rewrite, self.strength, self.min_ratio = rewrite, strength, min_ratio
+        _check_ratios(min_ratio, max_label_share)
+        self.rewrite, self.strength = rewrite, strength
+        self.min_ratio, self.max_label_share = min_ratio, max_label_share
 
     def examples(self, task: Task, item: Any, rng: random.Random) -> list[Example]:
         state = rng.getstate()
@@ -170,12 +175,10 @@ class CoReward(SelfReward):
             raise ValueError(f"CoReward on {task.name!r} needs each question followed by its rewrite (the "
                              f"examples the task's make_examples makes); got roles {roles[:6]}")
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
-        out = []
-        for b in range(0, len(cast), 2):
-            asked, rewritten = cast[b], cast[b + 1]
-            for group, voters in ((asked, rewritten), (rewritten, asked)):
-                out.append(_agreements(task, group, voters, *winner(voters[1], self.min_ratio)))
-        return out
+        voters = [cast[b ^ 1] for b in range(len(cast))]  # a question's voters are its rewrite's, and back
+        labels = unshared([winner(keys, self.min_ratio) for _, keys in voters], self.max_label_share)
+        pairs = zip(cast, voters, strict=True)
+        return [_agreements(task, *pair, *label) for pair, label in zip(pairs, labels, strict=True)]
 
 
 def photometric(example: Example, rng: random.Random, strength: float) -> Example:

@@ -103,6 +103,8 @@ def test_co_reward_makes_a_question_and_its_rewrite_from_the_same_draws():
     assert "barks" in original.prompt_text and "woof" in rewrite.prompt_text and "barks" not in rewrite.prompt_text
     assert [e.prompt_text for e in task.make_examples(item, random.Random(3))] == [original.prompt_text,
                                                                                    rewrite.prompt_text]
+    orders = [[e.meta["choices"] for e in task.make_examples(item, random.Random(seed))] for seed in range(8)]
+    assert all(a == b for a, b in orders) and len({tuple(a) for a, _ in orders}) > 1  # same draws, each seed
 
 
 def test_co_reward_pays_each_question_by_the_other_questions_majority():
@@ -116,6 +118,18 @@ def test_co_reward_pays_each_question_by_the_other_questions_majority():
     assert totals(asked) == [0.5, 0.5, 1.5] and totals(rewritten) == [0.5, 0.5, 0.0]
     assert part(asked, "label_accuracy")[0] == 1.0 and part(rewritten, "label_accuracy")[0] == 0.0
     assert part(asked, "majority")[0] == part(rewritten, "majority")[0] == pytest.approx(2 / 3)
+
+
+def test_co_reward_can_abstain_on_an_answer_that_wins_most_questions():
+    item = Question("Which animal barks?", ANIMALS, "dog", rewrite="Name the animal that says woof.")
+    task = mcq(CoReward(rewrite="item", max_label_share=0.5))
+    pairs = [e for seed in range(2) for e in task.make_examples(item, random.Random(seed))]
+    # both questions and both rewrites elect A: 4 of 4 groups > 0.5 x 4, so all abstain
+    rewards = task.verify_group(pairs, [tags("A", "A", "B")] * 4)
+    assert {part(r, "abstained")[0] for r in rewards} == {1.0} and {r.total for g in rewards for r in g} == {0.5}
+    rewards = task.verify_group(pairs, [tags("A", "A", "B")] * 2 + [tags("B", "B", "A")] * 2)
+    assert [part(r, "abstained")[0] for r in rewards] == [0.0] * 4  # A twice, B twice: no more than half
+    assert part(rewards[0], "agreement") == [1, 1, 0] and part(rewards[2], "agreement") == [1, 1, 0]
 
 
 def test_co_reward_refuses_a_batch_that_is_not_in_pairs():

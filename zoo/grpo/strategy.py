@@ -149,8 +149,7 @@ class GRPOMixin:
         return base * 2**32 + self.lightning_module.trainer.global_step
 
     def _verify(self, rollout: Rollout) -> list:
-        """One reward per row: the data module's ``verify_group`` over each prompt's G completions when it has
-        one (group-level rewards such as the label-free `tasks.MajorityVote`), else ``verify`` per row."""
+        """One reward per row: ``verify_group`` of each prompt's G completions (self-rewards), else ``verify``."""
         datamodule = self.lightning_module.trainer.datamodule
         if hasattr(datamodule, "verify_group"):
             g = rollout.num_generations
