@@ -144,6 +144,10 @@ class PretextDataModule(LightningDataModule):
                 out[b] = rewards
         return out
 
+    def demonstration(self, example: Example) -> str:
+        """What an expert writes for ``example`` (the SFT target): its task's `tasks.Task.demonstration`."""
+        return self._task_of(example).demonstration(example)
+
     def _task_of(self, example: Example) -> Task:
         mix = self._mixes[example.meta.get(STAGE_KEY, 0)]
         task = next((t for t in mix.tasks if t.name == example.task), None)
@@ -331,7 +335,8 @@ def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size:
         held_out = val_sources.get(modality)
         train, val = _split_one(source, held_out, val_size)
         feeds["train"][modality] = Feed(source, train)
-        feeds["val"][modality] = Feed(source if held_out is None else held_out, val)
+        pool = val if held_out is None else range(len(held_out))  # spares replace unusable held-out items
+        feeds["val"][modality] = Feed(source if held_out is None else held_out, val, pool)
     if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
         raise ValueError("a val_source is empty while other modalities have validation items")
     return feeds

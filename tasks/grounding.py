@@ -18,10 +18,12 @@ from PIL import Image
 
 from tasks.base import Example, SkipItem, Task
 
-_NUM = r"\d{1,6}(?:\.\d{1,6})?"
-_FLAT = re.compile(rf"({_NUM}),({_NUM}),({_NUM}),({_NUM})")
+_NUM = r"\s*(\d{1,6}(?:\.\d{1,6})?)\s*"
+# the three ways models write a box, matched on the stripped answer; numbers and separators alternate, so
+# no two quantifiers compete for the same characters (no backtracking) and nothing but spaces is dropped
+_BOXES = (re.compile(rf"\[{_NUM},{_NUM},{_NUM},{_NUM}\]"), re.compile(rf"{_NUM},{_NUM},{_NUM},{_NUM}"),
+          re.compile(rf"\({_NUM},{_NUM}\)\s*,\s*\({_NUM},{_NUM}\)"))
 _QWEN2_TOKENS = re.compile(r"<\|object_ref_start\|>[^<]{0,500}<\|object_ref_end\|>|<\|box_(?:start|end)\|>")
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 _MAX_JSON = 2000  # characters: one box in JSON is far shorter; longer answers are not parsed at all
 
 
@@ -72,16 +74,23 @@ def parse_box(answer: str) -> list[float] | None:
     """One box ``[x1, y1, x2, y2]`` (non-negative, ``x1 <= x2``, ``y1 <= y2``) written as four numbers in
     brackets, as ``(x1,y1),(x2,y2)`` (Qwen2-VL's box tokens allowed), or as Qwen2.5-VL / Qwen3-VL JSON
     ``{"bbox_2d": [...]}`` (alone, in a one-element list, or in a code fence); None for anything else."""
-    text = _FENCE.fullmatch(answer.strip())
-    text = _QWEN2_TOKENS.sub("", text[1] if text else answer).strip()
+    text = _QWEN2_TOKENS.sub("", _unfenced(answer.strip())).strip()
     if re.match(r"(?:\[\s*)?\{", text):
         box = _json_box(text)
     else:
-        match = _FLAT.fullmatch(re.sub(r"[\s\[\]()]", "", text))
+        match = next((m for m in (form.fullmatch(text) for form in _BOXES) if m), None)
         box = [float(v) for v in match.groups()] if match else None
     if box is None or box[0] > box[2] or box[1] > box[3]:
         return None
     return box
+
+
+def _unfenced(text: str) -> str:
+    """The inside of a Markdown code fence (```` ```json ... ``` ````), or ``text`` when it is not one."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    inside = text[3:-3]
+    return inside.removeprefix("json").strip()
 
 
 def _json_box(text: str) -> list[float] | None:
@@ -109,7 +118,31 @@ def fit_size(width: int, height: int, factor: int, max_pixels: int) -> tuple[int
     return w, h
 
 
-class ReferringGrounding(IoUTask):
+class BoxTask(IoUTask):
+    """An `IoUTask` answered with a box ``[x1, y1, x2, y2]`` (see `parse_box`) that must lie inside
+    ``meta["bounds"]``, the (width, height) of the image as shown; ``example.answer`` is the true box there."""
+
+    def answer_text(self, example: Example) -> str:
+        return "[" + ", ".join(str(v) for v in example.answer) + "]"
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        box = self.region(example, answer)
+        return None if box is None else self.graded(box_iou(box, example.answer))
+
+    def region(self, example: Example, answer: str | None) -> list[float] | None:
+        """The answered box, or None for an invalid answer or a box leaving the image (what
+        `tasks.RegionConsistency` votes with)."""
+        box = parse_box(answer or "")
+        width, height = self.bounds(example)
+        return None if box is None or box[2] > width or box[3] > height else box
+
+    def bounds(self, example: Example) -> tuple[int, int]:
+        """``(width, height)`` of the space answers live in (the shown image, or 1000 x 1000 normalised)."""
+        width, height = example.meta["bounds"]
+        return int(width), int(height)
+
+
+class ReferringGrounding(BoxTask):
     """Show an image and one referring expression (drawn by the rng among the item's targets); ask for its box.
 
     Args:
@@ -125,6 +158,7 @@ class ReferringGrounding(IoUTask):
 
     name = "referring_grounding"
     modality = "referring"
+    levels = {}  # labelled data: no pretext source makes its items
 
     def __init__(self, coords: Literal["absolute", "normalized"] = "absolute", factor: int = 28,
                  max_pixels: int = 1280 * 28 * 28, threshold: float = 0.5, **kwargs):
@@ -153,22 +187,3 @@ class ReferringGrounding(IoUTask):
                     f"in {space}, x from the left edge and y from the top.")
         meta = {"expression": expression, "bounds": list(shown), "box": [float(v) for v in box]}
         return Example(self.user_message([{"type": "image", "image": image}], question), truth, self.name, meta)
-
-    def answer_text(self, example: Example) -> str:
-        return "[" + ", ".join(str(v) for v in example.answer) + "]"
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        box = self.region(example, answer)
-        return None if box is None else self.graded(box_iou(box, example.answer))
-
-    def region(self, example: Example, answer: str | None) -> list[float] | None:
-        """The answered box, or None for an invalid answer or a box leaving the image (what
-        `tasks.RegionConsistency` votes with)."""
-        box = parse_box(answer or "")
-        width, height = self.bounds(example)
-        return None if box is None or box[2] > width or box[3] > height else box
-
-    def bounds(self, example: Example) -> tuple[int, int]:
-        """``(width, height)`` of the space answers live in (the shown image, or 1000 x 1000 normalised)."""
-        width, height = example.meta["bounds"]
-        return int(width), int(height)

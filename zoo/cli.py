@@ -2,9 +2,10 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
+``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
 ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights);
 ``zoo select --config <yaml>`` (keep the items a base policy's pass rate varies on).
 """
 
@@ -16,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+import torch
 from lightning.pytorch import LightningDataModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import Strategy
@@ -61,6 +63,21 @@ class ZooCLI(LightningCLI):
         parser.add_lightning_class_args(Predictions, "predictions")
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
+
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI merges a checkpoint's hyperparameters into the config; here only as data (`zoo.trust`):
+        the class must be zoo's or the config's own, and ``trust_remote_code`` never comes from a checkpoint."""
+        from zoo.trust import checkpoint_model
+
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        hparams = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("hyper_parameters", {})
+        config_class = (self.config[subcommand].get("model") or {}).get("class_path")
+        model = checkpoint_model(hparams, config_class, source=ckpt_path)
+        if model is not None:
+            self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
@@ -113,60 +130,77 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
 
 def export_main(args: list[str]) -> None:
     """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
-    from zoo.export import export
+    from zoo.tools.export import export
 
     parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
     parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
+    parser.add_argument("--policy", action="append", default=[], help="import path of the checkpoint's policy "
+                        "class when it is not one of zoo's (a checkpoint alone never makes zoo import a class)")
     options = parser.parse_args(args)
-    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out)}")
+    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out, options.policy)}")
 
 
 def list_main(args: list[str]) -> None:
     """``zoo list``: the models, tasks and sources available, with the extras each needs."""
-    from zoo.catalog import print_catalog
+    from zoo.tools.catalog import print_catalog
 
     argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
     print_catalog()
 
 
-def bench_main(args: list[str]) -> None:
-    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.bench`)."""
-    from zoo.bench import main as bench
+def speed_main(args: list[str]) -> None:
+    """``zoo speed``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
+    from zoo.tools.speed import main as speed
 
-    bench(args)
+    speed(args)
+
+
+def bench_main(args: list[str]) -> None:
+    """``zoo bench``, the old name of ``zoo speed``: a one-line pointer, since "benchmark" now means evaluation."""
+    raise SystemExit("zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks run "
+                     "with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")
 
 
 def preview_main(args: list[str]) -> None:
-    """``zoo preview``: a contact sheet of what the policy sees, from the data section alone (see `zoo.preview`)."""
-    from zoo.preview import main as preview
+    """``zoo preview``: a contact sheet of what the policy sees, from the data section only (`zoo.tools.preview`)."""
+    from zoo.tools.preview import main as preview
 
     preview(args)
 
 
 def pretext_bench_main(args: list[str]) -> None:
-    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
-    from zoo.pretext_bench import main as pretext_bench
+    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.tools.pretext_bench`)."""
+    from zoo.tools.pretext_bench import main as pretext_bench
 
     pretext_bench(args)
 
 
+def chain_main(args: list[str]) -> None:
+    """``zoo chain --config <chain.yaml>``: training stages in order, each from the last one's weights (see
+    `zoo.chain`)."""
+    from zoo.chain import main as chain
+
+    chain(args)
+
+
 def select_main(args: list[str]) -> None:
-    """``zoo select``: keep the training items a base policy neither always nor never solves (see `zoo.select`)."""
-    from zoo.select import main as select
+    """``zoo select``: keep the items a base policy neither always nor never solves (see `zoo.tools.select`)."""
+    from zoo.tools.select import main as select
 
     select(args)
 
 
 def repro_main(args: list[str]) -> None:
-    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
-    from zoo.repro import main as repro
+    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.tools.repro`)."""
+    from zoo.tools.repro import main as repro
 
     repro(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main, "select": select_main}
+COMMANDS = {"export": export_main, "list": list_main, "speed": speed_main, "bench": bench_main, "preview": preview_main,
+            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main,
+            "select": select_main}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -36,6 +36,8 @@ class AudioSpeed(Task):
     name = "audio_speed"
     modality = "audio"
     parts = ("accuracy",)
+    levels = {"2way": {"speeds": [0.5, 2.0], "reverse": False}, "4way": {},
+              "fine": {"speeds": [0.75, 1.0, 1.25, 1.5], "reverse": False}}
 
     def __init__(self, speeds: list[float] = [0.5, 1.0, 2.0], reverse: bool = True, **kwargs):  # noqa: B006
         super().__init__(**kwargs)
@@ -68,7 +70,7 @@ class AudioSpeed(Task):
         return answers.letter(self.options.index(example.answer))
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        chosen = answers.parse_letter(answer, self.options)
+        chosen = answers.parse_letter(answer, self.options, self.strict_letters)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}
 
 

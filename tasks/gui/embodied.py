@@ -26,6 +26,7 @@ class EmbodiedInverseDynamics(Task):
     name = "embodied_inverse_dynamics"
     modality = "frame_pair"
     parts = ("accuracy",)
+    levels = {"default": {}}
 
     def __init__(self, labels: Literal["letters", "names"] = "letters", shuffle: bool = True, **kwargs):
         super().__init__(**kwargs)
@@ -55,7 +56,7 @@ class EmbodiedInverseDynamics(Task):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         options = example.meta["options"]
         if self.labels == "letters":
-            chosen = answers.parse_letter(answer, options)
+            chosen = answers.parse_letter(answer, options, self.strict_letters)
         else:
             chosen = answers.parse_choice(answer, options)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}

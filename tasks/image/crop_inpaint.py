@@ -54,6 +54,8 @@ class CropInpaint(Task):
     name = "crop_inpaint"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"rotated": {"distractors": ["rotate_left", "rotate_right", "interior"]},
+              "context": {"distractors": ["interior", "context_quarter", "context_half"]}}
 
     def __init__(self, distractors: list[str] = list(DISTRACTORS), min_size: int = 16, **kwargs):  # noqa: B006
         super().__init__(**kwargs)
@@ -90,5 +92,5 @@ class CropInpaint(Task):
         return example.answer
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        kind = answers.parse_letter(answer, example.meta["kinds"])
+        kind = answers.parse_letter(answer, example.meta["kinds"], self.strict_letters)
         return None if kind is None else {"accuracy": float(kind == "original")}

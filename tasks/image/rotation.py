@@ -15,7 +15,8 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
 _TRANSPOSE = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
-_DEGREES = re.compile(r"\s*(?:°|degrees?)\s*$", re.IGNORECASE)
+# an angle with an optional unit; matched on the stripped answer, so no two quantifiers compete for spaces
+_DEGREES = re.compile(r"([+-]?\d{1,9})(?:\s*(?:°|degrees?))?", re.IGNORECASE)
 
 
 class Rotation(Task):
@@ -36,6 +37,7 @@ class Rotation(Task):
     name = "rotation"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"4way": {"angles": [0, 90, 180, 270]}, "8way": {"angles": [0, 45, 90, 135, 180, 225, 270, 315]}}
 
     def __init__(
         self,
@@ -92,9 +94,10 @@ class Rotation(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            angle = answers.parse_letter(answer, example.meta["choices"])
+            angle = answers.parse_letter(answer, example.meta["choices"], self.strict_letters)
         else:
-            angle = answers.parse_int(_DEGREES.sub("", answer))
+            match = _DEGREES.fullmatch(answer.strip())
+            angle = int(match[1]) if match else None
         if angle is None:
             return None
         return {"accuracy": float(angle % 360 == example.answer)}

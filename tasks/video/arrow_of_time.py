@@ -29,6 +29,7 @@ class ArrowOfTime(Task):
     name = "arrow_of_time"
     modality = "video"
     parts = ("accuracy",)
+    levels = {"default": {}}
 
     def __init__(self, labels: Literal["words", "letters"] = "words", **kwargs):
         super().__init__(**kwargs)
@@ -56,7 +57,7 @@ class ArrowOfTime(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            direction = answers.parse_letter(answer, _DIRECTIONS)
+            direction = answers.parse_letter(answer, _DIRECTIONS, self.strict_letters)
         else:
             direction = answers.parse_choice(answer, _DIRECTIONS)
         if direction is None:

@@ -10,7 +10,7 @@ from datamodules.streams import ITEM_KEY
 from tasks import Rotation
 from tests.datamodules.test_pretext_datamodule import Numbers, Tag
 from zoo.cli import main
-from zoo.select import kept, score_items, selection
+from zoo.tools.select import kept, score_items, selection
 
 CONFIG = "configs/quickstart.yaml"
 

@@ -102,7 +102,7 @@ def main(args: list[str]) -> None:
     from lightning import LightningDataModule
 
     from zoo.policy import PolicyModule
-    from zoo.preview import build_section, parse_config
+    from zoo.tools.preview import build_section, parse_config
 
     options, rest = _parser().parse_known_args(args)
     _check(options)
