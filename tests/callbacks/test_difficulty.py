@@ -147,43 +147,65 @@ def test_one_and_two_ranks_decide_alike(tmp_path):
 
 
 class Probe(Callback):
-    """Records, per epoch, the items trained on and the weights the sampler had decided for that epoch."""
+    """Records the items of each step and, per epoch, the weights the sampler had decided for that epoch."""
 
     def __init__(self, sampler):
-        self.sampler, self.items, self.decided = sampler, {}, {}
+        self.sampler, self.steps, self.epochs, self.decided = sampler, [], {}, {}
 
     def on_train_epoch_start(self, trainer, pl_module):
         self.decided[trainer.current_epoch] = self.sampler.current
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.items.setdefault(trainer.current_epoch, []).extend(e.meta[ITEM_KEY] for e in batch)
+        self.steps.append([e.meta[ITEM_KEY] for e in batch])
+        self.epochs.setdefault(trainer.current_epoch, []).extend(self.steps[-1])
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-def test_a_real_run_draws_each_epoch_by_the_weights_decided_before_it(workers):
+def tiny_data(workers: int = 0) -> PretextDataModule:
+    from datamodules import SyntheticScenes
+    from tasks import Rotation
+
+    return PretextDataModule(SyntheticScenes(size=12, image_size=28), Rotation(labels="letters", answer_format="bare"),
+                             batch_size=2, val_size=2, epoch_size=4, num_workers=workers)  # 2 steps an epoch
+
+
+def fit_sampled(ckpt_path=None, save_dir=None, workers: int = 0) -> Probe:
+    """Six steps of a real tiny GRPO run with a ``dgrpo`` sampler, checkpointing every 3 steps into ``save_dir``."""
     from functools import partial
 
     from lightning.pytorch import Trainer
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from datamodules import SyntheticScenes
-    from tasks import Rotation
     from zoo import GRPOStrategy, QwenVLPolicy
 
-    def data():
-        task = Rotation(labels="letters", answer_format="bare")
-        return PretextDataModule(SyntheticScenes(size=12, image_size=28), task, batch_size=2, val_size=2,
-                                 epoch_size=4, num_workers=workers)
-
     torch.manual_seed(0)
-    sampler = DifficultySampler(mode="dgrpo")
-    probe = Probe(sampler)
+    probe = Probe(DifficultySampler(mode="dgrpo", smoothing=0.7))
+    saving = [ModelCheckpoint(save_dir, every_n_train_steps=3, save_top_k=-1)] if save_dir else []
     trainer = Trainer(max_steps=6, strategy=GRPOStrategy(num_generations=2, max_new_tokens=1), logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=[sampler, probe], limit_val_batches=0)
-    trainer.fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)), data())
+                      enable_checkpointing=bool(save_dir), enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[probe.sampler, probe, *saving], limit_val_batches=0)
+    trainer.fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)), tiny_data(workers),
+                ckpt_path=ckpt_path)
+    return probe
+
+
+def test_a_real_run_draws_each_epoch_by_the_weights_decided_before_it():
+    """With a data worker, which builds its epoch in another process (0 workers: the resume test below)."""
+    probe = fit_sampled(workers=1)
     assert probe.decided[0] is None and [probe.decided[e][0] for e in (1, 2)] == [1, 2]
     for epoch in (1, 2):
-        replay = data()
+        replay = tiny_data()
         replay.set_item_weights(*probe.decided[epoch])
         replay.trainer = SimpleNamespace(current_epoch=epoch, global_rank=0, world_size=1)
-        assert [e.meta[ITEM_KEY] for b in replay.train_dataloader() for e in b] == probe.items[epoch]
+        assert [e.meta[ITEM_KEY] for b in replay.train_dataloader() for e in b] == probe.epochs[epoch]
+
+
+def test_a_run_resumed_from_its_checkpoint_draws_and_rates_as_one_never_stopped(tmp_path):
+    """Killed after step 3 (mid-epoch 1, the first weighted one) and resumed from the checkpoint Lightning wrote.
+    A checkpoint written at the last batch of an epoch resumes one epoch number later with or without the
+    sampler (Lightning's restart on the last batch), so only a mid-epoch stop is compared."""
+    straight = fit_sampled(save_dir=tmp_path)
+    (ckpt,) = tmp_path.glob("*step=3.ckpt")
+    resumed = fit_sampled(ckpt_path=ckpt)
+    assert resumed.steps == straight.steps[3:] and straight.sampler.current[0] == 3
+    assert resumed.sampler.rates.rates == straight.sampler.rates.rates
+    assert resumed.sampler.current == straight.sampler.current
