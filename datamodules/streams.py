@@ -120,6 +120,8 @@ class ExampleStream(IterableDataset):
 
     #: How many of the examples an item makes this stream keeps (None: all).
     made: int | None = None
+    #: Whether its examples carry their source item (``ITEM_KEY``): training ones do, for per-item difficulty.
+    tracks_items = False
 
     def examples(self, i: int, skips: list[tuple[str, int, str, str]]) -> list[Example]:
         """Example ``i`` of the current epoch (with the rewrite its task pairs it with, uid ``<uid>/1``);
@@ -151,7 +153,7 @@ class ExampleStream(IterableDataset):
                 example.uid = uid if k == 0 else f"{uid}/{k}"
                 if stage:
                     example.meta[STAGE_KEY] = stage
-                if self.stream == "train":
+                if self.tracks_items:
                     example.meta[ITEM_KEY] = index
             return made
         raise RuntimeError(self.exhausted(task, feed, skips[first:]))
@@ -205,6 +207,7 @@ class TrainStream(ExampleStream):
     permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
 
     stream = "train"
+    tracks_items = True
 
     def __init__(self, *args, epoch_size: int, **kwargs):
         super().__init__(*args, **kwargs)
