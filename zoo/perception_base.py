@@ -76,7 +76,7 @@ def build(out_dir: str | Path, steps: int = STEPS, seed: int = 0) -> Path:
     torch.set_num_threads(1)  # the same float sums on every machine
     start, cpu = time.perf_counter(), time.process_time()
     policy = QwenVLPolicy(tiny.resolve("tiny:qwen2_5_vl"))
-    sft(policy, steps, seed)
+    sft(policy, steps, seed, lr=LR, batch=BATCH)  # the module's values now, as `key` reads them
     out = Path(out_dir)
     policy.save_pretrained(str(out))
     built = {"steps": steps, "batch": BATCH, "lr": LR, "wall_s": time.perf_counter() - start,
@@ -89,7 +89,7 @@ def build(out_dir: str | Path, steps: int = STEPS, seed: int = 0) -> Path:
 def key() -> str:
     """A hash of every input of the build: a change to any of them builds a new base."""
     root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha1(f"{STEPS} {tiny.version()}".encode())
+    digest = hashlib.sha1(f"{STEPS} {BATCH} {LR} {tiny.version()}".encode())
     for name in INPUTS:
         digest.update((root / name).read_bytes())
     return digest.hexdigest()[:10]
