@@ -3,15 +3,12 @@ TensorBoard (the media as an image, the completion and reward as text) when a Te
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 from lightning.pytorch import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 from PIL import Image
 
-from callbacks.metrics import run_path
+from callbacks.metrics import JsonlFile, run_path
 
 THUMB_HEIGHT = 128  # pixels of each image / frame in the TensorBoard strip
 MAX_FRAMES = 8  # frames of a video shown (evenly spaced)
@@ -25,21 +22,23 @@ class RolloutSampler(Callback):
 
     Args:
         every_n_steps: Training batches between samples; 0 writes none from training.
-        max_rows: Completions written per sample.
+        max_rows: Completions written per sample (the rows of one training step, or of one validation run).
         filename: File name inside the logger's directory (the trainer's root dir without a logger).
         validation: Also write the first ``max_rows`` validation completions of each validation run.
+        max_bytes: Most bytes the file may grow to (a row is about 1-3 KB, most of it the prompt); None: no
+            limit. Rows past it are left out of the file (not of TensorBoard), with one warning.
     """
 
     def __init__(self, every_n_steps: int = 50, max_rows: int = 8, filename: str = "rollouts.jsonl",
-                 validation: bool = True):
+                 validation: bool = True, max_bytes: int | None = None):
         self.every_n_steps, self.max_rows = every_n_steps, max_rows
-        self.filename, self.validation = filename, validation
+        self.filename, self.validation, self.max_bytes = filename, validation, max_bytes
         self._batches = 0
         self._val_written = 0
-        self.path: Path | None = None
+        self.file: JsonlFile | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.path = run_path(trainer, self.filename)
+        self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
     def _write(self, trainer, split: str, outputs: dict, limit: int) -> int:
         rollout, rewards = outputs["rollout"], outputs["rewards"]
@@ -50,9 +49,7 @@ class RolloutSampler(Callback):
                          "prompt": example.prompt_text, "answer": example.answer,
                          "completion": rollout.completions[n], "reward": rewards[n].total,
                          "parts": rewards[n].parts})
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+        self.file.append(rows)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):
                 _to_tensorboard(logger.experiment, rows, [rollout.example(n) for n in range(len(rows))])

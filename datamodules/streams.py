@@ -130,7 +130,7 @@ class ExampleStream(IterableDataset):
                 example.meta[STAGE_KEY] = stage
             return example
         last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
-        raise RuntimeError(
+        raise ValueError(
             f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
             f"task {task.name!r}; the source looks broken. Last failures: {last}"
         )
@@ -237,6 +237,12 @@ class HeldOutStream(ExampleStream):
 
     def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
         return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
+
+
+class TestStream(HeldOutStream):
+    """Test examples: made as the validation ones are, from the test items, under a random stream of their own."""
+
+    stream = "test"
 
 
 class EpochLoader(DataLoader):

@@ -109,7 +109,7 @@ def test_export_writes_a_manifest_and_reads_back_the_same_examples(mixed):
         assert spec == default_source_spec(task.modality, 0)
         # regenerate in memory: the read-back prompt, truth and every medium equal what the task made
         data = held_out(type(task)(**entry["task"]["init_args"]), build_source(spec), 3, 0)
-        made = [ex for batch in data.test_dataloader() for ex in batch]
+        made = [ex for batch in data.val_dataloader() for ex in batch]
         for i, original in enumerate(made):
             back = read[f"{name}:{i}"]
             assert back.task == name and back.prompt_text == original.prompt_text

@@ -13,15 +13,23 @@ import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
-from lightning.pytorch import LightningDataModule, Trainer
-from lightning.pytorch.cli import LightningCLI
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import Callback, LightningDataModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.strategies import Strategy
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
-from callbacks import GRPOMetrics, Predictions, RolloutSampler, TrainingCurves
+from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, StepProgress, TrainingCurves
+from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
+from zoo.errors import user_error
 from zoo.policy import PolicyModule
 
 #: Logger classes whose package is an optional extra: (import name, extra).
@@ -29,29 +37,87 @@ LOGGER_PACKAGES = {"TensorBoardLogger": ("tensorboard", "tensorboard"), "WandbLo
                    "MLFlowLogger": ("mlflow", "mlflow")}
 TRAINER_DEFAULTS = {
     "strategy": {"class_path": "zoo.grpo.GRPOStrategy"},
-    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs"}},
     "num_sanity_val_steps": 0,
     "log_every_n_steps": 10,
 }
+#: The Trainer's commands, as ``zoo --help`` and ``zoo <command> --help`` describe them.
+TRAINER_COMMANDS = {
+    "fit": "Train a policy with GRPO (validating before and during training) and checkpoint it.",
+    "validate": "Score a policy (its configured weights or --ckpt_path) on the held-out validation set.",
+    "test": "Score a policy on the held-out test set (distinct from validation) and write every prediction.",
+    "predict": "Run Lightning's predict loop over the data module's predict set.",
+}
+RUN_OUTPUTS = ("A run writes to <trainer.default_root_dir, default runs>/lightning_logs/version_<n>/: config.yaml, "
+               "metrics.csv, metrics.json, rollouts.jsonl, predictions.jsonl, curves.png and checkpoints/ "
+               "(the final weights are always saved; --ckpt_path last resumes from the newest that loads). "
+               "--debug (or ZOO_DEBUG=1) shows the traceback of an error.")
+#: ``ckpt_path`` values Lightning resolves itself (``last`` is resolved here, within the run's own directory).
+SPECIAL_CKPT_PATHS = ("best", "hpc", "registry")
 
 
 class ZooTrainer(Trainer):
-    """Lightning's Trainer with ``strategy`` typed as a Strategy class (not a registry name), so
-    ``--trainer.strategy GRPODDPStrategy`` switches the class and keeps the GRPO settings of the config.
+    """Lightning's Trainer with zoo's defaults: ``strategy`` typed as a Strategy class (not a registry name), so
+    ``--trainer.strategy GRPODDPStrategy`` switches the class and keeps the GRPO settings of the config; outputs
+    under ``default_root_dir``; checkpoints written atomically, the final weights always saved
+    (`callbacks.Checkpoints`); a progress bar counting steps (`callbacks.StepProgress`).
 
     Args:
         strategy: A GRPO strategy (``zoo.grpo.GRPOStrategy``, ``GRPODDPStrategy``, ``GRPOFSDPStrategy``).
-        **kwargs: Arguments of `lightning.pytorch.Trainer`.
+        default_root_dir: Where a run writes. The default logger (CSV) keeps ``config.yaml``, ``metrics.csv``,
+            ``rollouts.jsonl``, ``predictions.jsonl``, ``metrics.json`` and ``checkpoints/`` in
+            ``<default_root_dir>/lightning_logs/version_<n>/``; without a logger checkpoints go to
+            ``<default_root_dir>/checkpoints``.
+        logger: None: a CSV logger in ``default_root_dir``; False: none; or logger(s), which keep their own
+            ``save_dir``.
+        val_check_interval: Training steps between validations (an int), or the fraction of an epoch (a
+            float); None: once per epoch.
+        check_val_every_n_epoch: ``auto``: with an integer ``val_check_interval`` count its steps across epochs
+            (Lightning's None), so any dataset size works, however few batches an epoch holds; otherwise
+            validate every epoch (Lightning's 1).
+        **kwargs: Arguments of `lightning.pytorch.Trainer`. Unless ``callbacks`` hold a checkpoint callback or a
+            progress bar of their own, `callbacks.Checkpoints` and `callbacks.StepProgress` are added.
     """
 
-    def __init__(self, strategy: Strategy, **kwargs):
-        super().__init__(strategy=strategy, **kwargs)
+    def __init__(self, strategy: Strategy, default_root_dir: str = "runs",
+                 logger: Logger | Iterable[Logger] | bool | None = None,
+                 val_check_interval: int | float | None = None,
+                 check_val_every_n_epoch: int | Literal["auto"] | None = "auto", **kwargs):
+        if logger is None or logger is True:
+            logger = CSVLogger(save_dir=default_root_dir)
+        if check_val_every_n_epoch == "auto":
+            steps = isinstance(val_check_interval, int) and not isinstance(val_check_interval, bool)
+            check_val_every_n_epoch = None if steps else 1
+        kwargs["callbacks"] = _with_default_callbacks(kwargs.get("callbacks"), kwargs)
+        super().__init__(strategy=strategy, default_root_dir=default_root_dir, logger=logger,
+                         val_check_interval=val_check_interval, check_val_every_n_epoch=check_val_every_n_epoch,
+                         **kwargs)
+        if type(self.strategy.checkpoint_io) is TorchCheckpointIO:  # Lightning's default: stages in TMPDIR
+            self.strategy.checkpoint_io = AtomicCheckpointIO()
+
+
+def _with_default_callbacks(callbacks, kwargs: dict) -> list[Callback]:
+    """``callbacks`` plus zoo's checkpointing and progress bar where the user configured none of their own."""
+    callbacks = [] if callbacks is None else [callbacks] if isinstance(callbacks, Callback) else list(callbacks)
+    if kwargs.get("enable_checkpointing") is not False and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
+        callbacks.append(Checkpoints())
+    if kwargs.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
+        callbacks.append(StepProgress())
+    return callbacks
+
+
+class StrictParser(LightningArgumentParser):
+    """jsonargparse's parser (LightningCLI's) that refuses abbreviated option names (``--trainer.max_step`` is
+    not ``max_steps``) and raises its errors, which `main` prints in one line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{"allow_abbrev": False, "exit_on_error": False, **kwargs})
 
 
 class ZooCLI(LightningCLI):
     """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics, rollout,
     curves and predictions callbacks (configured under ``metrics:``, ``rollouts:``, ``curves:`` and
-    ``predictions:``), and held-out validation before fit."""
+    ``predictions:``), and held-out validation before fit. ``--ckpt_path`` is checked before anything is
+    built; ``last`` is the newest checkpoint of this configuration's run directory that loads."""
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(GRPOMetrics, "metrics")
@@ -61,15 +127,33 @@ class ZooCLI(LightningCLI):
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
 
+    def parse_arguments(self, parser, args) -> None:
+        super().parse_arguments(parser, args)
+        config = self.config.get(self.config.get("subcommand") or "")
+        ckpt_path = config.get("ckpt_path") if config else None
+        if ckpt_path and ckpt_path != "last" and not str(ckpt_path).startswith(SPECIAL_CKPT_PATHS):
+            reason = unloadable(ckpt_path)
+            if reason:
+                raise ValueError(f"--ckpt_path {ckpt_path}: {reason}; give a checkpoint that zoo fit wrote "
+                                 "(a .ckpt file or a sharded folder), or `last`")
+
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
-        if config is None:
-            return
-        _check_logger_packages(config.trainer.get("logger"))
+        if config is not None:
+            _check_logger_packages(config.trainer.get("logger"))
+
+    def _start(self) -> None:
+        """Before every command: resolve ``--ckpt_path last`` and say where the run writes."""
+        config = self.config[self.subcommand]
         if config.get("ckpt_path") == "last":
-            config.ckpt_path = str(latest_checkpoint(_run_roots(config)))
+            config.ckpt_path = self.config_init[self.subcommand]["ckpt_path"] = str(last_checkpoint(self.trainer))
+        if rank_zero_only.rank == 0:
+            rank_zero_info(f"[zoo] {self.subcommand}: this run writes to {self.trainer.log_dir}")
+
+    before_validate = before_test = before_predict = _start
 
     def before_fit(self) -> None:
+        self._start()
         config = self.config[self.subcommand]
         if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
             self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
@@ -87,26 +171,42 @@ def _check_logger_packages(logger) -> None:
                                       f"pip install 'zoo[{extra}]' (or pip install {package})")
 
 
-def _run_roots(config) -> list[Path]:
-    """Where this configuration writes runs: the logger's save_dir and the trainer's root dir."""
-    logger = config.trainer.get("logger")
-    save_dir = logger.get("init_args", {}).get("save_dir") if isinstance(logger, dict) else None
-    return [Path(p) for p in (save_dir, config.trainer.get("default_root_dir") or ".") if p]
+def checkpoint_dirs(trainer: Trainer) -> list[Path]:
+    """Where this configuration's runs keep checkpoints: the folders checkpoint callbacks were given, and
+    ``checkpoints/`` of every version under the first logger's root (Lightning's layout), else of the trainer's
+    root directory. Other experiments under the working directory are not looked at."""
+    dirs = [Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if cb.dirpath]
+    if trainer.loggers:
+        logger = trainer.loggers[0]
+        root = Path(logger.save_dir or trainer.default_root_dir) / str(logger.name)
+        dirs += sorted(root.glob("*/checkpoints"))
+    else:
+        dirs.append(Path(trainer.default_root_dir) / "checkpoints")
+    return dirs
 
 
-def latest_checkpoint(roots: list[Path]) -> Path:
-    """The most recently written ``*.ckpt`` (file or distributed-checkpoint folder) under ``roots``."""
-    found = [p for root in roots if root.exists() for p in root.glob("**/checkpoints/*.ckpt")]
-    if not found:
-        raise FileNotFoundError(f"--ckpt_path last: no checkpoints/*.ckpt under {[str(r) for r in roots]}")
-    return max(found, key=lambda p: p.stat().st_mtime)
+def last_checkpoint(trainer: Trainer) -> Path:
+    """``--ckpt_path last``: the newest checkpoint in `checkpoint_dirs` that loads (a newer one that does not,
+    e.g. cut short by a kill before zoo wrote atomically, is passed over with a warning)."""
+    dirs = checkpoint_dirs(trainer)
+    path, passed = newest_loadable(dirs)
+    for skipped, reason in passed:
+        rank_zero_warn(f"--ckpt_path last: passing over {skipped}, which does not load ({reason})")
+    if path is None:
+        shown = ", ".join(str(d) for d in dirs) or str(trainer.default_root_dir)
+        raise FileNotFoundError(f"--ckpt_path last: no checkpoint that loads in {shown}; run zoo fit first "
+                                "(with this configuration's trainer.default_root_dir and logger) or give a path")
+    return path
 
 
 def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwargs) -> ZooCLI:
-    """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests)."""
+    """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests). Parse errors
+    raise ``argparse.ArgumentError`` (`main` prints them in one line)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # data workers fork after tokenizer use
+    parser_kwargs = {name: {"description": text, "epilog": RUN_OUTPUTS} for name, text in TRAINER_COMMANDS.items()}
+    kwargs = {"parser_kwargs": parser_kwargs, **kwargs}
     return cli_class(PolicyModule, LightningDataModule, trainer_class=ZooTrainer, subclass_mode_model=True,
-                     subclass_mode_data=True, save_config_kwargs={"overwrite": True},
+                     subclass_mode_data=True, save_config_kwargs={"overwrite": True}, parser_class=StrictParser,
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
@@ -161,13 +261,50 @@ COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "prev
             "pretext-bench": pretext_bench_main, "repro": repro_main}
 
 
+def usage() -> str:
+    """``zoo --help``: every command with its one-line description, and where a run writes."""
+    tools = {name: (function.__doc__ or "").strip().splitlines()[0] for name, function in COMMANDS.items()}
+    width = max(map(len, [*TRAINER_COMMANDS, *tools]))
+    lines = ["usage: zoo <command> [options]        (zoo <command> --help: the options of a command)", "",
+             "Training and evaluation (LightningCLI: --config <yaml>, dotted overrides such as "
+             "--trainer.max_steps 100):"]
+    lines += [f"  {name:{width}}  {text}" for name, text in TRAINER_COMMANDS.items()]
+    lines += ["", "Tools:"] + [f"  {name:{width}}  {text}" for name, text in tools.items()]
+    return "\n".join([*lines, "", RUN_OUTPUTS])
+
+
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's subcommands."""
-    argv = sys.argv[1:] if args is None else args
-    if argv and argv[0] in COMMANDS:
+    """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's subcommands. A bad
+    configuration, option or input ends in one line on stderr and exit status 1 (2 for a bad option);
+    ``--debug`` anywhere on the command line, or ``ZOO_DEBUG=1``, raises it with its traceback instead."""
+    argv = sys.argv[1:] if args is None else list(args)
+    debug = "--debug" in argv or os.environ.get("ZOO_DEBUG", "") not in ("", "0")
+    if "--debug" in argv:
+        argv = [a for a in argv if a != "--debug"]
+        if args is None:  # DDP ranks re-run this command line: they inherit the environment
+            sys.argv[1:], os.environ["ZOO_DEBUG"] = argv, "1"
+    try:
+        _dispatch(argv, None if args is None else argv)
+    except Exception as err:
+        message = None if debug else user_error(err)
+        if message is None:
+            raise
+        command = argv[0] if argv and not argv[0].startswith("-") else ""
+        hint = f"; see zoo {command} --help" if isinstance(err, argparse.ArgumentError) else ""
+        prefix = f"zoo {command}" if command else "zoo"
+        print(f"{prefix}: error: {message}{hint} (--debug shows the traceback)", file=sys.stderr)
+        raise SystemExit(2 if isinstance(err, argparse.ArgumentError) else 1) from None
+
+
+def _dispatch(argv: list[str], args: list[str] | None) -> None:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        if not argv:
+            raise SystemExit(2)
+    elif argv[0] in COMMANDS:
         COMMANDS[argv[0]](argv[1:])
-        return
-    cli(args)
+    else:
+        cli(args)
 
 
 if __name__ == "__main__":

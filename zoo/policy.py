@@ -11,6 +11,7 @@ import re
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -160,10 +161,22 @@ class PolicyModule(LightningModule, ABC):
             kwargs["attn_implementation"] = self.attn_implementation
         return kwargs
 
+    def _load_pretrained(self) -> tuple:
+        """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a model that
+        cannot be read or fetched (offline, a hub id must already be in the Hugging Face cache)."""
+        path = tiny.resolve(self.pretrained)
+        if path.startswith((".", "/", "~")) and not Path(path).expanduser().is_dir():
+            raise FileNotFoundError(f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
+                                    "a hub id (org/name) or tiny:<family>")
+        try:
+            return self.load(path)
+        except OSError as err:
+            raise OSError(f"pretrained={self.pretrained!r} cannot be loaded: {' '.join(str(err).split())}") from err
+
     def configure_model(self) -> None:
         if self.model is not None:
             return
-        self.model, self.processor = self.load(tiny.resolve(self.pretrained))
+        self.model, self.processor = self._load_pretrained()
         self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
         self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
         self._apply_freeze()
@@ -333,7 +346,7 @@ class PolicyModule(LightningModule, ABC):
             with adapters_disabled(self.model):
                 return self.token_log_probs(rollout, rows)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
-            reference, _ = self.load(tiny.resolve(self.pretrained))
+            reference, _ = self._load_pretrained()
             reference.eval().requires_grad_(False)
             self._shard(reference)
             self.__dict__["_reference"] = reference.to(self.device)
