@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Iterable
@@ -210,60 +212,82 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
-def export_main(args: list[str]) -> None:
-    """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
+def export_checkpoint(*, ckpt: str, out: str) -> None:
+    """Write a training checkpoint's policy as a Hugging Face directory (LoRA merged, processor included).
+
+    Args:
+        ckpt: A ``.ckpt`` file, or the folder a GRPOFSDPStrategy run saved.
+        out: The output directory: model, processor and chat template, for ``from_pretrained``.
+    """
     from zoo.export import export
 
-    parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
-    parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
-    parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
-    options = parser.parse_args(args)
-    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out)}")
+    print(f"[zoo] exported {ckpt} to {export(ckpt, out)}")
 
 
-def list_main(args: list[str]) -> None:
-    """``zoo list``: the models, tasks and sources available, with the extras each needs."""
-    from zoo.catalog import print_catalog
-
-    argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
-    print_catalog()
-
-
-def bench_main(args: list[str]) -> None:
-    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.bench`)."""
-    from zoo.bench import main as bench
-
-    bench(args)
+#: The tools besides the Trainer's commands: ``module:attribute`` of a typed function, a dataclass whose instance
+#: is called, or a dict of them (sub-commands, its ``_help`` the description), run by `run_typed`.
+COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.catalog:list_catalog", "bench": "zoo.bench:Bench",
+            "preview": "zoo.preview:preview", "pretext-bench": "zoo.pretext_bench:COMMANDS", "repro": "zoo.repro:repro"}
+#: A parameter of a tool that takes every argument not its own, read as by ``zoo fit`` (`zoo.preview`).
+FIT_ARGS = "fit_args"
 
 
-def preview_main(args: list[str]) -> None:
-    """``zoo preview``: a contact sheet of what the policy sees, from the data section alone (see `zoo.preview`)."""
-    from zoo.preview import main as preview
-
-    preview(args)
-
-
-def pretext_bench_main(args: list[str]) -> None:
-    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
-    from zoo.pretext_bench import main as pretext_bench
-
-    pretext_bench(args)
+def command(name: str):
+    """The typed component of tool ``name`` (imported on use)."""
+    module, _, attribute = COMMANDS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
-def repro_main(args: list[str]) -> None:
-    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
-    from zoo.repro import main as repro
+def summary(component) -> str:
+    """The first line of a component's docstring (of ``_help`` for a dict of sub-commands)."""
+    text = component.get("_help", "") if isinstance(component, dict) else inspect.getdoc(component) or ""
+    return text.strip().splitlines()[0] if text.strip() else ""
 
-    repro(args)
+
+def run_typed(prog: str, component, argv: list[str]):
+    """Parse ``argv`` against the typed signature of ``component`` and run it; ``--help`` shows its docstring
+    and each parameter's ``Args:`` entry, as for ``zoo fit``. Required positional parameters are positional
+    arguments; a ``fit_args`` parameter receives every argument that is not one of the others."""
+    import docstring_parser
+    from jsonargparse import auto_cli
+
+    if isinstance(component, dict):
+        commands = {name: value for name, value in component.items() if name != "_help"}
+        return auto_cli(commands, args=argv, as_positional=True, parser_class=StrictParser, prog=prog,
+                        description=component.get("_help", ""))
+    doc = docstring_parser.parse(inspect.getdoc(component) or "")
+    prose = "\n\n".join(text for text in (doc.short_description, doc.long_description) if text)
+    parser = StrictParser(prog=prog, description=prose)
+    parameters = inspect.signature(component).parameters
+    if inspect.isclass(component):
+        parser.add_class_arguments(component, as_group=False)
+    else:
+        parser.add_function_arguments(component, as_group=False, as_positional=True, skip={FIT_ARGS})
+    kwargs = {}
+    if FIT_ARGS in parameters:
+        argv, kwargs[FIT_ARGS] = _own_arguments(argv, set(parameters) - {FIT_ARGS})
+        parser.epilog = next((f"{p.arg_name}: {p.description}" for p in doc.params if p.arg_name == FIT_ARGS), None)
+    kwargs |= parser.instantiate_classes(parser.parse_args(argv)).as_dict()
+    return component(**kwargs)() if inspect.isclass(component) else component(**kwargs)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main}
+def _own_arguments(argv: list[str], names: set[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split into the options named ``names`` (``--name value`` or ``--name=value``, and --help) and
+    the rest."""
+    own, rest, i = [], [], 0
+    while i < len(argv):
+        name = argv[i].removeprefix("--").split("=", 1)[0]
+        if argv[i] in ("-h", "--help") or (argv[i].startswith("--") and name in names):
+            take = 1 if "=" in argv[i] or argv[i] in ("-h", "--help") else 2
+            own, i = own + argv[i:i + take], i + take
+        else:
+            rest, i = rest + [argv[i]], i + 1
+    return own, rest
 
 
 def usage() -> str:
     """``zoo --help``: every command with its one-line description, and where a run writes."""
-    tools = {name: (function.__doc__ or "").strip().splitlines()[0] for name, function in COMMANDS.items()}
+    tools = {name: summary(command(name)) for name in COMMANDS}
     width = max(map(len, [*TRAINER_COMMANDS, *tools]))
     lines = ["usage: zoo <command> [options]        (zoo <command> --help: the options of a command)", "",
              "Training and evaluation (LightningCLI: --config <yaml>, dotted overrides such as "
@@ -302,7 +326,7 @@ def _dispatch(argv: list[str], args: list[str] | None) -> None:
         if not argv:
             raise SystemExit(2)
     elif argv[0] in COMMANDS:
-        COMMANDS[argv[0]](argv[1:])
+        run_typed(f"zoo {argv[0]}", command(argv[0]), argv[1:])
     else:
         cli(args)
 

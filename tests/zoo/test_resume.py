@@ -7,6 +7,7 @@ import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from callbacks import Checkpoints
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
@@ -21,17 +22,19 @@ class Record(Callback):
                            outputs["metrics"]["train/reward"]))
 
 
-def run(max_steps: int, ckpt_path=None, save_every=None, save_dir=None):
+def run(max_steps: int, ckpt_path=None, save_every=None, save_dir=None, saving=None, val_size=0, **trainer):
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
     data = PretextDataModule(SyntheticScenes(size=100), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=4, val_size=0, epoch_size=16)  # 4 batches an epoch
+                             batch_size=4, val_size=val_size, epoch_size=16)  # 4 batches an epoch
     record = Record()
-    saving = [ModelCheckpoint(save_dir, every_n_train_steps=save_every, save_top_k=-1)] if save_every else []
+    if saving is None:
+        saving = [ModelCheckpoint(save_dir, every_n_train_steps=save_every, save_top_k=-1)] if save_every else []
+    trainer.setdefault("limit_val_batches", 0)
     trainer = Trainer(max_steps=max_steps, strategy=GRPOStrategy(num_generations=4, max_new_tokens=3,
                                                                  entropy_coef=0.05),
-                      logger=False, enable_checkpointing=bool(save_every), enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[record, *saving], limit_val_batches=0)
+                      logger=False, enable_checkpointing=bool(saving), enable_progress_bar=False,
+                      enable_model_summary=False, callbacks=[record, *saving], **trainer)
     trainer.fit(policy, data, ckpt_path=ckpt_path)
     return record.steps, {n: p.detach().clone() for n, p in policy.named_parameters()}
 
@@ -43,5 +46,20 @@ def test_resume_mid_epoch_equals_continuous(tmp_path):
     second, resumed = run(6, ckpt_path=ckpt)
     assert second == straight[3:]
     assert len({uid for _, uids, _, _ in straight for uid in uids}) == 24  # no example seen twice
+    for name, value in final.items():
+        torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_run_ended_by_max_steps_between_validations_resumes_exactly_from_its_final_checkpoint(tmp_path):
+    """2 of 4 steps, mid-epoch, no validation due: the final checkpoint (`callbacks.Checkpoints`) is saved before
+    Lightning counts the epoch as completed, so the resumed run continues the epoch instead of starting the next."""
+    validating = {"val_size": 4, "val_check_interval": 100, "check_val_every_n_epoch": None, "limit_val_batches": None,
+                  "num_sanity_val_steps": 0}
+    straight, final = run(4, **validating)
+    first, _ = run(2, saving=[Checkpoints(tmp_path)], **validating)
+    (ckpt,) = tmp_path.glob("*.ckpt")
+    assert ckpt.name == "epoch=0-step=2.ckpt" and first == straight[:2]
+    second, resumed = run(4, ckpt_path=ckpt, **validating)
+    assert second == straight[2:]
     for name, value in final.items():
         torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import JigsawPair
-from zoo.repro.common import Arm, parser, run_claim
+from zoo.repro.common import Arm, Options, run_claim
 
 CLAIM = "training on 2x1 jigsaw pair questions transfers to 3x1 (Jigsaw-R1)"
 STEPS = 250
@@ -44,11 +44,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, "; ".join(notes) + f" (chance {CHANCE}, held above {CHANCE + MARGIN})"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parser("zoo repro grid_transfer", __doc__, STEPS).parse_args(argv)
-    return run_claim(args, arms(), CLAIM, verdict, ["jigsaw_pair/accuracy", "frac_zero_std"],
+def main(options: Options) -> dict:
+    """Run the claim with ``options`` (`zoo.repro.repro`)."""
+    return run_claim(options, arms(), CLAIM, verdict, ["jigsaw_pair/accuracy", "frac_zero_std"],
                      [("2x1", "accuracy"), ("3x1", "accuracy")])
 
-
-if __name__ == "__main__":
-    main()
