@@ -25,10 +25,11 @@ SMALL = ["--data.init_args.batch_size", "2", "--trainer.strategy.init_args.num_g
 
 @pytest.fixture(scope="module")
 def three_steps(tmp_path_factory):
-    """``zoo fit ... --trainer.default_root_dir D --trainer.max_steps 3``: no validation is due at step 3."""
+    """``zoo fit ... --trainer.default_root_dir D --trainer.max_steps 3``: no validation is due at step 3. The
+    logs are capped: 2 prediction rows per evaluation, 2500 bytes of rollouts."""
     cwd = tmp_path_factory.mktemp("three_steps")
     out = run(cwd, "fit", "--config", QUICKSTART, *SMALL, "--trainer.default_root_dir", "D",
-              "--trainer.max_steps", "3")
+              "--trainer.max_steps", "3", "--predictions.max_rows", "2", "--rollouts.max_bytes", "2500")
     return cwd, out
 
 
@@ -74,6 +75,16 @@ def test_logs_and_the_final_checkpoint_go_under_default_root_dir(three_steps):
         assert "val/accuracy" in next(csv.reader(f))
     assert f"[zoo] fit: this run writes to D{'/'}lightning_logs/version_0" in out
     assert out.index("this run writes to") < out.index("val accuracy at start")  # named at the start
+
+
+def test_the_logs_keep_to_their_caps(three_steps):
+    cwd, out = three_steps
+    version = cwd / "D" / "lightning_logs" / "version_0"
+    predictions = [json.loads(line) for line in (version / "predictions.jsonl").read_text().splitlines()]
+    assert [row["uid"] for row in predictions] == ["0:val:0:0", "0:val:0:1"]  # of 4 validation examples
+    rollouts = (version / "rollouts.jsonl").read_text().splitlines()
+    assert 1 <= len(rollouts) < 8 and (version / "rollouts.jsonl").stat().st_size <= 2500  # 4 train + 4 val rows
+    assert "rollouts.jsonl reached max_bytes=2500" in out
 
 
 def test_the_progress_line_counts_steps_and_shows_reward(three_steps):
