@@ -1,24 +1,39 @@
-"""Writes sampled rollouts (prompt, answer, completion, reward) to a JSONL file in the run directory, and to
-TensorBoard (the media as an image, the completion and reward as text) when a TensorBoard logger is set."""
+"""Writes sampled rollouts (prompt, media, answer, completion, reward) to a JSONL file in the run directory and
+to every TensorBoard, Weights & Biases and MLflow logger of the run."""
 
 from __future__ import annotations
 
-import numpy as np
+import json
+import tempfile
+from pathlib import Path
+
+import torch
 from lightning.pytorch import Callback
-from lightning.pytorch.loggers import TensorBoardLogger
-from PIL import Image
+from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_warn
 
 from callbacks.metrics import JsonlFile, run_path
+from callbacks.rollout_media import audio_track, media_strip, wav_bytes
 
-THUMB_HEIGHT = 128  # pixels of each image / frame in the TensorBoard strip
-MAX_FRAMES = 8  # frames of a video shown (evenly spaced)
+#: Columns of the W&B and MLflow rollout tables (``media``: the image strip, ``audio``: the audio track).
+COLUMNS = ("step", "task", "prompt", "media", "audio", "completion", "reward", "answer")
 
 
 class RolloutSampler(Callback):
-    """Every ``every_n_steps`` training batches (and after each validation) appends up to ``max_rows``
-    completions to ``<log_dir>/<filename>``, one JSON object per line. With a TensorBoard logger the same
-    rows also go to TensorBoard: ``rollouts/<split>/<row>`` holds the prompt's images / video frames as one
-    image strip and a text with the task, answer, reward and completion.
+    """Every ``every_n_steps`` training batches writes up to ``max_rows`` completions, spread over the
+    batch's prompts: row ``r`` is completion ``r // B`` of prompt ``r % B`` (B prompts of G completions), so
+    the rows show ``min(B, max_rows)`` different prompts. Each validation run writes its first ``max_rows``
+    completions (gathered over its batches) when it ends. Rows go to:
+
+    - ``<log_dir>/<filename>``: one JSON object per row (split, step, row, uid and sample as in
+      `callbacks.Predictions`, task, prompt, answer, completion, reward, parts);
+    - TensorBoard: ``rollouts/<split>/<row>`` is the prompt's media as one image strip (images, video
+      frames, spectrograms, point-cloud views: `callbacks.rollout_media.media_strip`) and a text with the task,
+      reward, answer, prompt and completion; ``rollouts/<split>/<row>/audio`` the prompt's audio;
+    - Weights & Biases: a table ``rollouts/<split>`` per write, one line per row, the strip as an image and
+      the audio as audio (`COLUMNS`);
+    - MLflow: the same lines appended to the artifact table ``rollouts/<split>.json`` (strips as table
+      images, audio as WAV artifacts under ``rollouts/<split>/`` named in the ``audio`` column).
 
     Args:
         every_n_steps: Training batches between samples; 0 writes none from training.
@@ -26,7 +41,7 @@ class RolloutSampler(Callback):
         filename: File name inside the logger's directory (the trainer's root dir without a logger).
         validation: Also write the first ``max_rows`` validation completions of each validation run.
         max_bytes: Most bytes the file may grow to (a row is about 1-3 KB, most of it the prompt); None: no
-            limit. Rows past it are left out of the file (not of TensorBoard), with one warning.
+            limit. Rows past it are left out of the file (not of the loggers), with one warning.
     """
 
     def __init__(self, every_n_steps: int = 50, max_rows: int = 8, filename: str = "rollouts.jsonl",
@@ -34,73 +49,112 @@ class RolloutSampler(Callback):
         self.every_n_steps, self.max_rows = every_n_steps, max_rows
         self.filename, self.validation, self.max_bytes = filename, validation, max_bytes
         self._batches = 0
-        self._val_written = 0
+        self._val: list[tuple[dict, object]] = []  # (row, example) of this validation run, written at its end
         self.file: JsonlFile | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
-    def _write(self, trainer, split: str, outputs: dict, limit: int) -> int:
+    def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object]]:
+        """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from ``first``."""
         rollout, rewards = outputs["rollout"], outputs["rewards"]
-        rows = []
-        for n in range(min(limit, rollout.size)):
+        sampled = []
+        for i, n in enumerate(spread_rows(len(rollout.examples), rollout.num_generations, limit)):
             example = rollout.example(n)
-            rows.append({"split": split, "step": trainer.global_step, "task": example.task,
-                         "prompt": example.prompt_text, "answer": example.answer,
-                         "completion": rollout.completions[n], "reward": rewards[n].total,
-                         "parts": rewards[n].parts})
+            sampled.append(({"split": split, "step": trainer.global_step, "row": first + i, "uid": example.uid,
+                             "sample": n % rollout.num_generations, "task": example.task,
+                             "prompt": example.prompt_text, "answer": example.answer,
+                             "completion": rollout.completions[n], "reward": rewards[n].total,
+                             "parts": rewards[n].parts}, example))
+        return sampled
+
+    def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
+        rows, media = [row for row, _ in sampled], None
         self.file.append(rows)
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger):
-                _to_tensorboard(logger.experiment, rows, [rollout.example(n) for n in range(len(rows))])
-        return len(rows)
+        writers = [(logger, write) for logger in trainer.loggers for kind, write in WRITERS if isinstance(logger, kind)]
+        for logger, write in writers:
+            try:  # a logger's outage (or odd media) must not end the run; the rows are in the JSONL
+                media = media or [(media_strip(example), audio_track(example)) for _, example in sampled]
+                write(logger, split, rows, media)
+            except Exception as error:
+                rank_zero_warn(f"RolloutSampler: {type(logger).__name__} did not take the {split} rollouts of "
+                               f"step {trainer.global_step}: {error!r}")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._batches += 1
         due = self.every_n_steps and (self._batches - 1) % self.every_n_steps == 0
         if due and trainer.is_global_zero and outputs and "rollout" in outputs:
-            self._write(trainer, "train", outputs, self.max_rows)
+            self._write(trainer, "train", self._rows(trainer, "train", outputs, self.max_rows))
 
     def on_validation_epoch_start(self, trainer, pl_module):
-        self._val_written = 0
+        self._val = []
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
-        left = self.max_rows - self._val_written
+        left = self.max_rows - len(self._val)
         if self.validation and left > 0 and not trainer.sanity_checking and trainer.is_global_zero and outputs:
-            self._val_written += self._write(trainer, "val", outputs, left)
+            self._val += self._rows(trainer, "val", outputs, left, first=len(self._val))
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if self._val:  # one table per validation run, not one per batch
+            self._write(trainer, "val", self._val)
+        self._val = []
 
 
-def _to_tensorboard(writer, rows: list[dict], examples: list) -> None:
-    for n, (row, example) in enumerate(zip(rows, examples, strict=True)):
-        tag = f"rollouts/{row['split']}/{n}"
-        strip = media_strip(example)
+def spread_rows(num_prompts: int, num_generations: int, limit: int) -> list[int]:
+    """Rollout rows (``prompt * G + completion``) to show: the first completion of every prompt, then the
+    second of every prompt, ..., the first ``limit`` of them."""
+    order = [b * num_generations + g for g in range(num_generations) for b in range(num_prompts)]
+    return order[:limit]
+
+
+def _text(row: dict) -> str:
+    return (f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
+            f"**prompt:** `{row['prompt']}`\n\n**completion:** `{row['completion']}`")
+
+
+def _to_tensorboard(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
+    writer = logger.experiment
+    for row, (strip, track) in zip(rows, media, strict=True):
+        tag = f"rollouts/{split}/{row['row']}"
         if strip is not None:
             writer.add_image(tag, strip, row["step"], dataformats="HWC")
-        text = (f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
-                f"**completion:** `{row['completion']}`")
-        writer.add_text(tag, text, row["step"])
+        if track is not None:
+            writer.add_audio(f"{tag}/audio", torch.from_numpy(track[0])[None], row["step"], sample_rate=track[1])
+        writer.add_text(tag, _text(row), row["step"])
 
 
-def media_strip(example) -> np.ndarray | None:
-    """The images and (up to `MAX_FRAMES`) video frames of an example side by side, ``[H, W, 3]`` uint8;
-    None for a text-only prompt."""
-    pictures = []
-    for message in example.messages:
-        for part in message["content"] if isinstance(message["content"], list) else []:
-            if part["type"] == "image":
-                pictures.append(part["image"])
-            elif part["type"] == "video":
-                frames = part["video"]
-                keep = np.linspace(0, len(frames) - 1, min(MAX_FRAMES, len(frames))).round().astype(int)
-                pictures += [frames[i] for i in keep]
-    if not pictures:
-        return None
-    thumbs = [_thumbnail(p) for p in pictures]
-    gap = np.full((THUMB_HEIGHT, 4, 3), 255, np.uint8)
-    return np.concatenate([x for thumb in thumbs for x in (thumb, gap)][:-1], axis=1)
+def _table_row(row: dict, strip, audio) -> list:
+    return [row["step"], row["task"], row["prompt"], strip, audio, row["completion"], row["reward"],
+            json.dumps(row["answer"], default=str)]
 
 
-def _thumbnail(picture) -> np.ndarray:
-    image = picture if isinstance(picture, Image.Image) else Image.fromarray(np.asarray(picture, np.uint8))
-    width = max(1, round(image.width * THUMB_HEIGHT / image.height))
-    return np.asarray(image.convert("RGB").resize((width, THUMB_HEIGHT)))  # [THUMB_HEIGHT, width, 3]
+def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
+    import wandb
+
+    data = []
+    for row, (strip, track) in zip(rows, media, strict=True):
+        data.append(_table_row(row, None if strip is None else wandb.Image(strip),
+                               None if track is None else wandb.Audio(track[0], sample_rate=track[1])))
+    logger.log_table(f"rollouts/{split}", columns=list(COLUMNS), data=data, step=rows[0]["step"])
+
+
+def _to_mlflow(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
+    import mlflow
+
+    client, run_id = logger.experiment, logger.run_id
+    data = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for row, (strip, track) in zip(rows, media, strict=True):
+            audio = None
+            if track is not None:  # the table holds paths; the WAV files are artifacts beside it
+                wav = Path(tmp) / f"step{row['step']:07d}_{row['row']}.wav"
+                wav.write_bytes(wav_bytes(*track))
+                client.log_artifact(run_id, str(wav), artifact_path=f"rollouts/{split}")
+                audio = f"rollouts/{split}/{wav.name}"
+            data.append(_table_row(row, None if strip is None else mlflow.Image(strip), audio))
+    client.log_table(run_id, data={c: [r[i] for r in data] for i, c in enumerate(COLUMNS)},
+                     artifact_file=f"rollouts/{split}.json")
+
+
+#: Logger class -> writer of rows and their (`media_strip`, `audio_track`) (isinstance: subclasses too).
+WRITERS = ((TensorBoardLogger, _to_tensorboard), (WandbLogger, _to_wandb), (MLFlowLogger, _to_mlflow))

@@ -124,7 +124,8 @@ class PretextDataModule(LightningDataModule):
     @property
     def skip_counts(self) -> dict[tuple[str, str], int]:
         """Skip events so far by ``(source class, kind)``; kind is ``unreadable`` (the source could not load
-        the item) or ``rejected_by_<task>`` (the task could not make an example of it)."""
+        the item), ``rejected_by_<task>`` (the task could not make an example of it) or the kind a source's
+        filter names (`tasks.SkipItem`, e.g. ``too_short``)."""
         counts: Counter = Counter()
         for stream in self._streams.values():
             counts.update(stream.skip_counts)

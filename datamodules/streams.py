@@ -118,12 +118,12 @@ class ExampleStream(IterableDataset):
             try:
                 item = self._item(feed, index, task, rng)
             except SkipItem as err:
-                skips.append((task.modality, getattr(err, "index", index), "unreadable", str(err)))
+                skips.append((task.modality, getattr(err, "index", index), err.kind or "unreadable", str(err)))
                 continue
             try:
                 example = task.make_example(item, rng)
             except SkipItem as err:  # a readable item this task cannot use (too small, no valid depth, ...)
-                skips.append((task.modality, index, f"rejected_by_{task.name}", str(err)))
+                skips.append((task.modality, index, err.kind or f"rejected_by_{task.name}", str(err)))
                 continue
             example.uid = uid
             if stage:

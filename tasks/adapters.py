@@ -1,4 +1,4 @@
-"""Any zoo `Task` as a reward function outside Lightning: TRL ``GRPOTrainer`` and verl ``compute_score``.
+"""Any zoo `Task` outside Lightning: datasets and reward functions for TRL ``GRPOTrainer`` and verl.
 
 The ground truth travels in dataset columns as JSON text, written by `example_columns`:
 
@@ -6,18 +6,30 @@ The ground truth travels in dataset columns as JSON text, written by `example_co
 - ``zoo_answer``: ``json.dumps(example.answer)``;
 - ``zoo_meta``: ``json.dumps(example.meta)`` (what the verifier needs: permutation, angle, choices, ...).
 
-A TRL row is ``{"prompt": ..., **example_columns(example)}`` (plus ``image`` / ``images`` for a VLM); a verl
-row puts ``zoo_answer`` in ``reward_model.ground_truth`` and the columns in ``extra_info`` (`verl_fields`).
-Pure Python, no Lightning or zoo import.
+`trl_row` is a TRL conversational row whose images stay where the task put them (an ``{"type": "image"}``
+placeholder per image, the images in an ``images`` column); `trl_reward` scores its completions.
+`write_verl_parquet` writes the rows verl's ``RLHFDataset`` reads (``<image>`` / ``<video>`` markers in the
+prompt text, images as PNG bytes, ``zoo_answer`` in ``reward_model.ground_truth``, the columns in
+``extra_info``); `verl_compute_score` scores them. Pure Python, no Lightning or zoo import; pyarrow is imported
+only by the writer.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+from PIL import Image
+
 from tasks.base import Example, Task
+
+#: The markers verl's ``RLHFDataset`` replaces by the row's images / videos / audios, in order.
+VERL_MARKERS = ("<image>", "<video>", "<audio>")
 
 
 def example_columns(example: Example) -> dict[str, str]:
@@ -25,11 +37,117 @@ def example_columns(example: Example) -> dict[str, str]:
     return {"zoo_task": example.task, "zoo_answer": json.dumps(example.answer), "zoo_meta": json.dumps(example.meta)}
 
 
-def verl_fields(example: Example) -> dict[str, Any]:
-    """``data_source``, ``reward_model`` and ``extra_info`` of a verl dataset row for ``example``."""
+def verl_fields(example: Example, index: int = 0) -> dict[str, Any]:
+    """``data_source``, ``reward_model`` and ``extra_info`` of a verl dataset row for ``example`` (``index``
+    is the row number verl reads from ``extra_info``)."""
     columns = example_columns(example)
     return {"data_source": example.task, "reward_model": {"style": "rule", "ground_truth": columns["zoo_answer"]},
-            "extra_info": columns}
+            "extra_info": {**columns, "index": index}}
+
+
+def _parts(message: dict) -> list[dict]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def _unsupported(example: Example, kind: str, trainer: str) -> ValueError:
+    return ValueError(f"a {example.task!r} prompt has a {kind!r} part, which a {trainer} dataset row cannot "
+                      f"carry (see docs/ecosystem.md); train this task with zoo")
+
+
+def trl_prompt(example: Example) -> tuple[list[dict], list]:
+    """TRL conversational messages of ``example`` and its images in order.
+
+    Each image becomes an ``{"type": "image"}`` placeholder where it stands among the text parts; TRL fills
+    the placeholders from the ``images`` column in order, so the model sees every image between the texts
+    that name it. (With string content TRL puts all images before the text: "Piece 1:Piece 2:...")
+    Only images: TRL's ``GRPOTrainer`` has no video, audio or point-cloud input (a ValueError).
+    """
+    messages, images = [], []
+    for message in example.messages:
+        content = []
+        for part in _parts(message):
+            if part["type"] == "text":
+                content.append({"type": "text", "text": part["text"]})
+            elif part["type"] == "image":
+                content.append({"type": "image"})
+                images.append(part["image"])
+            else:
+                raise _unsupported(example, part["type"], "TRL")
+        messages.append({"role": message["role"], "content": content})
+    return messages, images
+
+
+def trl_row(example: Example) -> dict[str, Any]:
+    """A TRL ``GRPOTrainer`` dataset row: ``prompt`` and ``images`` (`trl_prompt`) plus the columns
+    `trl_reward` reads."""
+    prompt, images = trl_prompt(example)
+    return {"prompt": prompt, "images": images, **example_columns(example)}
+
+
+def _png(picture) -> bytes:
+    image = picture if isinstance(picture, Image.Image) else Image.fromarray(np.asarray(picture, np.uint8))
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _verl_video(part: dict) -> dict[str, Any]:
+    """A video as verl hands it to ``qwen_vl_utils``: its frames as PNG data URIs (that reader takes paths,
+    URLs or base64 URIs, not bytes) and their rate as ``sample_fps``."""
+    frames = [f"data:image/png;base64,{base64.b64encode(_png(frame)).decode()}" for frame in part["video"]]
+    return {"video": frames, "sample_fps": float(part["fps"])}
+
+
+def verl_prompt(example: Example) -> tuple[list[dict], list[dict], list[dict]]:
+    """verl chat messages of ``example`` (string content, an ``<image>`` / ``<video>`` marker where each
+    medium stands), its images (``{"bytes": PNG}``) and its videos (`_verl_video`), in order. Audio and
+    point clouds are a ValueError; so is a text part holding a marker (verl would misplace the media)."""
+    messages, images, videos = [], [], []
+    for message in example.messages:
+        text = []
+        for part in _parts(message):
+            kind = part["type"]
+            if kind == "text":
+                if any(marker in part["text"] for marker in VERL_MARKERS):
+                    raise ValueError(f"a {example.task!r} prompt text holds one of {VERL_MARKERS}, which verl "
+                                     f"would replace by media: {part['text']!r:.80}")
+                text.append(part["text"])
+                continue
+            if kind == "image":
+                images.append({"bytes": _png(part["image"])})
+            elif kind == "video":
+                videos.append(_verl_video(part))
+            else:
+                raise _unsupported(example, kind, "verl")
+            text.append(f"<{kind}>")
+        messages.append({"role": message["role"], "content": "".join(text)})
+    return messages, images, videos
+
+
+def verl_row(example: Example, index: int = 0) -> dict[str, Any]:
+    """A verl ``RLHFDataset`` row: ``prompt``, ``images``, ``videos`` (`verl_prompt`) and `verl_fields`."""
+    prompt, images, videos = verl_prompt(example)
+    return {"prompt": prompt, "images": images, "videos": videos, **verl_fields(example, index)}
+
+
+def write_verl_parquet(examples: Iterable[Example], path: str | Path) -> Path:
+    """Write ``examples`` as one verl-ready parquet file (`verl_row` per example, numbered from 0); an
+    ``images`` / ``videos`` column no row uses is left out. Holds the rows in memory. Returns the path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [verl_row(example, index) for index, example in enumerate(examples)]
+    if not rows:
+        raise ValueError(f"no examples to write to {path}")
+    for key in ("images", "videos"):
+        if not any(row[key] for row in rows):
+            for row in rows:
+                del row[key]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
 
 
 def example_from_columns(task: str, answer: str, meta: str | dict | None) -> Example:
@@ -74,13 +192,20 @@ def trl_reward(task: Task) -> Callable[..., list[float | None]]:
     return reward
 
 
-def verl_compute_score(task: Task) -> Callable[..., dict[str, float]]:
-    """A verl ``compute_score(data_source, solution_str, ground_truth, extra_info)`` for ``task``: returns
-    ``{"score": total, **parts}`` (verl logs every key). ``ground_truth`` is the ``zoo_answer`` JSON and
-    ``extra_info["zoo_meta"]`` the meta JSON (see `verl_fields`)."""
+def verl_compute_score(*tasks: Task) -> Callable[..., dict[str, float]]:
+    """A verl ``compute_score(data_source, solution_str, ground_truth, extra_info)``: scores a row with the
+    task named by its ``data_source`` (with one task, always that task) and returns ``{"score": total,
+    **parts}`` (verl logs every key). ``ground_truth`` is the ``zoo_answer`` JSON and ``extra_info["zoo_meta"]``
+    the meta JSON (see `verl_fields`); a ``data_source`` none of ``tasks`` is named is a ValueError."""
+    if not tasks:
+        raise ValueError("verl_compute_score needs at least one task")
+    by_name = {task.name: task for task in tasks}
 
     def compute_score(data_source: str, solution_str: str, ground_truth: str,
                       extra_info: dict | None = None, **_: Any) -> dict[str, float]:
+        task = tasks[0] if len(tasks) == 1 else by_name.get(data_source)
+        if task is None:
+            raise ValueError(f"no task named {data_source!r} (the row's data_source) in {sorted(by_name)}")
         meta = (extra_info or {}).get("zoo_meta")
         reward = task.verify(example_from_columns(task.name, ground_truth, meta), solution_str)
         return {"score": reward.total, **reward.parts}

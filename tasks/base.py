@@ -25,8 +25,43 @@ def check_subset(name: str, values: list[str], allowed) -> None:
         raise ValueError(f"{name} must be a non-empty list of {sorted(allowed)}, got {unknown or values}")
 
 
+#: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a degenerate loop
+#: (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
+REPEATED_WORDS, REPEATED_RUN = 7, 3
+
+
+def repeats_lines(text: str) -> bool:
+    """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a row
+    (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks the run)."""
+    previous, run = None, 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if len(line.split()) < REPEATED_WORDS:
+            previous, run = None, 0
+            continue
+        key = line.lower()
+        run = run + 1 if key == previous else 1
+        previous = key
+        if run > REPEATED_RUN:
+            return True
+    return False
+
+
 class SkipItem(Exception):
-    """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...)."""
+    """Raised by a source or a task for an item that cannot be used (undecodable, too small, ...).
+
+    Args:
+        message: Why, naming the item.
+        kind: How the data module counts the skip (``data/skipped/<source>/<kind>``): ``None`` for its default
+            (``unreadable`` from a source, ``rejected_by_<task>`` from a task); a source's filter names its own
+            (``too_short``), so filtered items are not counted as broken files.
+    """
+
+    def __init__(self, message: str = "", kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -106,24 +141,31 @@ class Task(ABC):
             (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
         think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the parser).
         format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
+        repetition_penalty: Subtracted from the total of a completion that repeats a long line (at least
+            `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its answer (Visual
+            Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it when this is > 0.
     """
 
     name: ClassVar[str]
     modality: ClassVar[str]
     parts: ClassVar[tuple[str, ...]] = ("accuracy",)
     #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
-    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``.
-    partners: ClassVar[int] = 0
+    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``. A
+    #: class attribute, or set per instance when options decide it (`tasks.AnomalyGrounding` with ``swap``).
+    partners: int = 0
 
-    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0):
+    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
+                 repetition_penalty: float = 0.0):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
-        if format_weight < 0:
-            raise ValueError(f"format_weight must be >= 0, got {format_weight}")
+        if format_weight < 0 or repetition_penalty < 0:
+            raise ValueError(f"format_weight and repetition_penalty must be >= 0, got {format_weight}, "
+                             f"{repetition_penalty}")
         self.answer_format = answer_format
         self.think = think
         self.format_weight = format_weight
+        self.repetition_penalty = repetition_penalty
 
     @property
     def max_reward(self) -> float:
@@ -168,4 +210,12 @@ class Task(ABC):
                 log.exception("%s.score failed on answer %r; scored 0", type(self).__name__, answer[:200])
         parts = dict.fromkeys(self.parts, 0.0) | (scores or {})
         parts["format"] = float(scores is not None)
-        return Reward(total=parts["accuracy"] + self.format_weight * parts["format"], parts=parts)
+        total = self.total(parts)
+        if self.repetition_penalty > 0:
+            parts["repetition"] = float(repeats_lines(completion))
+            total -= self.repetition_penalty * parts["repetition"]
+        return Reward(total=total, parts=parts)
+
+    def total(self, parts: dict[str, float]) -> float:
+        """The reward of scored parts before any repetition penalty: accuracy plus the weighted format."""
+        return parts["accuracy"] + self.format_weight * parts["format"]

@@ -16,7 +16,7 @@ from typing import Literal
 
 from PIL import Image
 
-from tasks.base import Example, Reward, SkipItem, Task
+from tasks.base import Example, SkipItem, Task
 
 _NUM = r"\d{1,6}(?:\.\d{1,6})?"
 _FLAT = re.compile(rf"({_NUM}),({_NUM}),({_NUM}),({_NUM})")
@@ -41,10 +41,8 @@ class IoUTask(Task):
         """The score parts of an answer with this IoU."""
         return {"accuracy": float(iou >= self.threshold), "iou": iou}
 
-    def verify(self, example: Example, completion: str) -> Reward:
-        reward = super().verify(example, completion)
-        reward.total = reward.parts["iou"] + self.format_weight * reward.parts["format"]
-        return reward
+    def total(self, parts: dict[str, float]) -> float:
+        return parts["iou"] + self.format_weight * parts["format"]
 
 
 @dataclass

@@ -21,7 +21,10 @@ from tasks.image import (
     CropInpaint,
     FlippedPatch,
     Jigsaw,
+    JigsawBox,
+    JigsawMultiple,
     JigsawPair,
+    JigsawSingle,
     PatchPosition,
     PatchReorder,
     Rotation,
@@ -42,6 +45,11 @@ LEVELS: dict[type[Task], dict[str, dict]] = {
     Jigsaw: {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)},  # Visual Jigsaw trains 3x3, SSL4RL 2x2
     JigsawPair: {"2x1": {"rows": 2, "cols": 1}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2},
                  "3x3": {"rows": 3, "cols": 3}},  # Jigsaw-R1: 2x1 learned, 3x1 transfers, 2x2 does not
+    JigsawMultiple: {"2x1": {"rows": 2, "cols": 1, "choices": 2}, "3x1": {"rows": 3, "cols": 1},
+                     "2x2": {"rows": 2, "cols": 2}},
+    JigsawSingle: {"2x1": {"rows": 2, "cols": 1}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2},
+                   "3x3": {"rows": 3, "cols": 3}},
+    JigsawBox: {"2x1": {"rows": 2, "cols": 1}, "2x2": {"rows": 2, "cols": 2}, "3x3": {"rows": 3, "cols": 3}},
     PatchReorder: {"2x2": {"grids": ["2x2"]}, "2x2masked": {"grids": ["2x2"], "mask": 1.0},
                    "strips4": {"grids": ["1x4", "4x1"]}, "3x3": {"grids": ["3x3"]}},  # Spatial-SSRL's mix, then 3x3
     FlippedPatch: {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)},

@@ -7,6 +7,9 @@ import pkgutil
 import numpy as np
 from PIL import Image
 
+from tasks import Example, Task, answers
+from tasks.audio.common import audio_part, waveform_of
+
 
 def discover(package, base):
     """Import every module under ``package``; return the concrete subclasses of ``base`` defined in it
@@ -21,6 +24,31 @@ def discover(package, base):
             if inside and not inspect.isabstract(sub):
                 found.add(sub)
     return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+class LoudOrQuiet(Task):
+    """Hear a clip and see a bar whose height is its loudness; answer whether the two agree (audio + image)."""
+
+    name = "loud_or_quiet"
+    modality = "audio"
+
+    def make_example(self, item, rng):
+        wave = waveform_of(item) * rng.choice((0.1, 1.0))
+        agree = rng.random() < 0.5
+        loud = np.abs(wave).max() > 0.2
+        height = 50 if loud == agree else 20  # a tall bar says "loud"
+        bar = np.zeros((56, 56, 3), np.uint8)
+        bar[56 - height:, 20:36] = 255
+        media = [audio_part(wave, item.sampling_rate), {"type": "image", "image": Image.fromarray(bar)}]
+        question = f"Does the bar show how loud the sound is?\n{answers.choice_prompt(['yes', 'no'])}"
+        return Example(self.user_message(media, question), "yes" if agree else "no", self.name)
+
+    def answer_text(self, example):
+        return answers.letter(["yes", "no"].index(example.answer))
+
+    def score(self, example, answer):
+        chosen = answers.parse_letter(answer, ["yes", "no"])
+        return None if chosen is None else {"accuracy": float(chosen == example.answer)}
 
 
 def make_item(modality: str, seed: int = 0):

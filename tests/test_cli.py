@@ -101,18 +101,20 @@ def test_one_process_and_two_processes_train_the_same_global_batch_alike(tmp_pat
     import torch
 
     common = ["--trainer.max_steps", "3", "--trainer.log_every_n_steps", "1", "--validate_before_fit", "false",
-              "--data.init_args.val_size", "0", "--rollouts.every_n_steps", "1", "--rollouts.max_rows", "16",
+              "--data.init_args.val_size", "0", "--rollouts.every_n_steps", "1",
               "--trainer.strategy.init_args.entropy_coef", "0.05"]
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "4", cwd=one)
+    zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "4", "--rollouts.max_rows", "32",
+        cwd=one)
     zoo("fit", "--config", QUICKSTART, *common, "--data.init_args.batch_size", "2", "--trainer.devices", "2",
-        "--trainer.strategy", "zoo.grpo.GRPODDPStrategy", cwd=two)
-    rows = [[json.loads(line) for line in (run_dir(d) / "rollouts.jsonl").read_text().splitlines()]
+        "--rollouts.max_rows", "16", "--trainer.strategy", "zoo.grpo.GRPODDPStrategy", cwd=two)
+    rows = [sorted((r["step"], r["uid"], r["sample"], r["completion"], r["reward"])
+                   for line in (run_dir(d) / "rollouts.jsonl").read_text().splitlines() for r in [json.loads(line)])
             for d in (one, two)]
-    # rank 0 of the 2-process run holds global prompts 0 and 1, which are rows 0-15 on 1 process
-    assert [(r["step"], r["completion"], r["reward"]) for r in rows[0]] == \
-           [(r["step"], r["completion"], r["reward"]) for r in rows[1]]
+    # rank 0 of the 2-process run holds global prompts 0 and 1 (all 8 completions of each, 16 rows a step)
+    assert len(rows[1]) == 3 * 16 and len({uid for _, uid, *_ in rows[1]}) == 3 * 2
+    assert [r for r in rows[0] if r[1] in {uid for _, uid, *_ in rows[1]}] == rows[1]
     with open(run_dir(one) / "metrics.csv") as f1, open(run_dir(two) / "metrics.csv") as f2:
         rewards = [[float(r["train/reward"]) for r in csv.DictReader(f) if r.get("train/reward")] for f in (f1, f2)]
     assert rewards[0] == pytest.approx(rewards[1], abs=1e-6)

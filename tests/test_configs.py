@@ -69,3 +69,47 @@ def test_model_groups_compose_with_an_experiment(group):
     assert config.model.class_path in ("zoo.QwenVLPolicy", "zoo.HFVLMPolicy")
     assert not config.model.init_args.pretrained.startswith("tiny:")
     assert config.trainer.strategy.init_args.num_generations == 8  # the experiment's settings survive
+
+
+# AdamW weight decay of each paper's framework: TRL's default is 0, verl's and EasyR1's actor default is 0.01
+PAPER_WEIGHT_DECAY = {
+    "jigsaw_r1.yaml": 0.0, "r1_aqa.yaml": 0.0, "ui_shift.yaml": 0.0, "omni_audio_pretext.yaml": 0.0,
+    "visual_jigsaw_image.yaml": 0.01, "visual_jigsaw_video.yaml": 0.01, "visual_jigsaw_3d.yaml": 0.01,
+    "videossr.yaml": 0.01, "spatial_ssrl.yaml": 0.01, "spatial_ssrl_depth.yaml": 0.01,
+    "ssl4rl_rotation.yaml": 0.01, "ssl4rl_jigsaw.yaml": 0.01, "ssl4rl_position.yaml": 0.01,
+    "ssl4rl_contrastive.yaml": 0.01,
+}
+PAPERS = sorted(p for p in CONFIGS if "/papers/" in p)
+
+
+def _paper(name):
+    return parse(next(p for p in PAPERS if p.endswith("/" + name))).config
+
+
+def _task(config, class_name):
+    (task,) = [t.init_args for t in config.data.init_args.tasks if t.class_path == f"tasks.{class_name}"]
+    return task
+
+
+def test_every_paper_config_has_its_frameworks_weight_decay():
+    assert {Path(p).name for p in PAPERS} == set(PAPER_WEIGHT_DECAY)
+    for path in PAPERS:
+        optimizer = parse(path).config.model.init_args.optimizer.init_args
+        assert optimizer.weight_decay == PAPER_WEIGHT_DECAY[Path(path).name], path
+
+
+def test_paper_configs_keep_the_recipe_parts_issue_22_added():
+    jigsaw_r1 = _paper("jigsaw_r1.yaml")
+    scheduler = jigsaw_r1.model.init_args.scheduler
+    assert scheduler.class_path.endswith("LinearLR") and scheduler.init_args.end_factor == 0.0
+    assert scheduler.init_args.total_iters == jigsaw_r1.trainer.max_steps
+    assert _task(jigsaw_r1, "JigsawPair").shuffle_options and _task(jigsaw_r1, "JigsawPair").swap
+    for name, task in [("visual_jigsaw_image.yaml", "Jigsaw"), ("visual_jigsaw_video.yaml", "TemporalJigsaw"),
+                       ("visual_jigsaw_3d.yaml", "DepthOrder")]:
+        assert _task(_paper(name), task).repetition_penalty == 0.5, name
+    assert _paper("visual_jigsaw_video.yaml").data.init_args.source.init_args.min_seconds == 24.0
+    for name in ("spatial_ssrl.yaml", "spatial_ssrl_depth.yaml"):
+        config = _paper(name)
+        assert (config.model.init_args.min_pixels, config.model.init_args.max_pixels) == (262144, 4194304)
+        assert _task(config, "RegionalDepthOrder").separator == "dash"
+    assert _task(_paper("videossr.yaml"), "ObjectCounting").parse == "numbers"

@@ -5,14 +5,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tasks.extras import require
 from zoo.batch import MediaSpec
 from zoo.spliced import SplicedPolicy
+
+PURPOSE = "EncoderLMPolicy builds its vision backbone with timm"
 
 
 def _create(backbone: str, pretrained: bool, image_size: int | None, kwargs: dict) -> nn.Module:
     """A headless timm model; models with a fixed input size (ViTs, Swin, ...) are built for ``image_size``,
     the others (CNNs) take any size as they are."""
-    import timm
+    timm = require("timm", "timm", PURPOSE)
 
     if image_size:
         try:
@@ -30,15 +33,14 @@ class TimmEncoder(nn.Module):
     spec = MediaSpec(per_item=("pixel_values",))
 
     def __init__(self, backbone: str, timm_pretrained: bool, image_size: int | None, backbone_kwargs: dict):
-        from timm.data import create_transform, resolve_data_config
-
+        timm_data = require("timm.data", "timm", PURPOSE)
         super().__init__()
         self.config = {"backbone": backbone, "timm_pretrained": timm_pretrained, "image_size": image_size,
                        "backbone_kwargs": backbone_kwargs}
         self.backbone = _create(backbone, timm_pretrained, image_size, backbone_kwargs)
-        data = resolve_data_config({"input_size": (3, image_size, image_size)} if image_size else {},
-                                   model=self.backbone)
-        self.transform = create_transform(**data, is_training=False)
+        data = timm_data.resolve_data_config({"input_size": (3, image_size, image_size)} if image_size else {},
+                                             model=self.backbone)
+        self.transform = timm_data.create_transform(**data, is_training=False)
         self.prefix = getattr(self.backbone, "num_prefix_tokens", 0)
         with torch.no_grad():
             tokens = self(torch.zeros(1, *data["input_size"]))
@@ -56,7 +58,8 @@ class TimmEncoder(nn.Module):
 
 class EncoderLMPolicy(SplicedPolicy):
     """A vision-language policy built from parts: a timm backbone's patch tokens, an MLP projector and any
-    causal LM (LLaVA recipe). Images go through the backbone's own preprocessing (timm data config).
+    causal LM (LLaVA recipe). Images go through the backbone's own preprocessing (timm data config). Needs
+    timm: ``pip install "zoo[timm]"``.
 
     Args:
         pretrained: A causal LM (hub id, directory, ``tiny:qwen2``) joined to a new backbone and projector,

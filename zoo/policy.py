@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import re
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
@@ -24,31 +24,12 @@ from zoo.batch import PromptBatch
 from zoo.features import encoded_once
 from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds, generate_shared
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
+from zoo.sharding import reshard, shard, unsharded
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHES = ("dynamic", "static")
-
-
-@contextmanager
-def unsharded(model: nn.Module):
-    """Gather FSDP2-sharded parameters once for a whole ``generate`` call (one all-gather per rollout, not
-    one per decoding step) and shard them again afterwards; a no-op for an unsharded model."""
-    from torch.distributed.fsdp import FSDPModule
-
-    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
-    if units:  # generate may run the vision blocks before the root: make the root FSDP's root first
-        units[0]._get_fsdp_state()._lazy_init()
-    for unit in units:
-        unit.set_reshard_after_forward(False, recurse=False)
-        unit.unshard()
-    try:
-        yield
-    finally:
-        for unit in units:
-            unit.set_reshard_after_forward(True, recurse=False)
-            unit.reshard()
 
 
 class PolicyModule(LightningModule, ABC):
@@ -190,18 +171,10 @@ class PolicyModule(LightningModule, ABC):
         self.banned_mask[self.banned_ids] = True
 
     def _shard(self, model: nn.Module) -> None:
-        """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard every block the checkpoint
-        names in ``_no_split_modules`` (decoder layers, vision / audio encoder blocks), then the root."""
-        if self._device_mesh is None:
-            return
-        from torch.distributed.fsdp import fully_shard
-
-        kwargs = dict(mesh=self._device_mesh["data_parallel"], **getattr(self.trainer.strategy, "fsdp_kwargs", {}))
-        block_names = set(getattr(model, "_no_split_modules", None) or [])
-        for module in model.modules():
-            if type(module).__name__ in block_names:
-                fully_shard(module, **kwargs)
-        fully_shard(model, **kwargs)
+        """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard the blocks the checkpoint
+        names in ``_no_split_modules``, each once, then the root (`zoo.sharding.shard`)."""
+        if self._device_mesh is not None:
+            shard(model, self._device_mesh["data_parallel"], **getattr(self.trainer.strategy, "fsdp_kwargs", {}))
 
     def _apply_freeze(self) -> None:
         """Freeze the ``freeze`` groups, or with LoRA add the adapters and freeze everything else."""
@@ -350,7 +323,11 @@ class PolicyModule(LightningModule, ABC):
             reference.eval().requires_grad_(False)
             self._shard(reference)
             self.__dict__["_reference"] = reference.to(self.device)
-        return self.token_log_probs(rollout, rows, model=self.__dict__["_reference"])[0]
+        reference = self.__dict__["_reference"]
+        try:
+            return self.token_log_probs(rollout, rows, model=reference)[0]
+        finally:
+            reshard(reference)
 
     # ---- Lightning ----------------------------------------------------------------------------
     def configure_optimizers(self):

@@ -12,7 +12,8 @@ from tasks.gui.common import GUITransition, Node, check_action
 
 
 class GUITrajectories(Source):
-    """Every step of every episode of a JSONL file: screenshot ``t``, action ``t``, screenshot ``t + 1``.
+    """Every step of every episode of a JSONL file: screenshot ``t``, action ``t``, screenshot ``t + steps``
+    (``steps`` 1: one transition; more: GUI-Shift's K-step transitions, whose answer is the first action).
 
     One episode per line::
 
@@ -26,49 +27,56 @@ class GUITrajectories(Source):
     ``content_description`` and ``class`` / ``class_name``). Screenshot paths are relative to the folder of
     the file and may not lead outside it. Steps with a missing field, a bad action or tree, or a path that
     escapes the folder or names no file are skipped when the file is read, counted in ``skipped`` and logged
-    once; a screenshot that cannot be decoded raises `tasks.SkipItem` (the data module skips and logs it).
+    once; a screenshot that cannot be decoded raises `tasks.SkipItem` (the data module skips and logs it). An
+    episode with fewer than ``steps`` actions gives no item and is counted as skipped.
 
     Args:
         path: The JSONL file.
+        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper); only the
+            first is answered, the later ones need not be valid actions.
     """
 
     modality = "gui"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, steps: int = 1):
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
         self.root, rows = episodes(path, "GUITrajectories")
-        self.steps: list[tuple[Path, Path, dict, list[Node] | None, str]] = []
+        self.steps = steps
+        self.transitions: list[tuple[Path, Path, dict, list[Node] | None, str]] = []
         skips = RowSkips("GUITrajectories", path)
         for line, row in rows:
-            for t in range(_num_steps(row, line, skips)):
+            for t in range(_num_windows(row, line, skips, steps)):
                 try:
-                    self.steps.append(self._step(row, t, line))
+                    self.transitions.append(self._step(row, t, line))
                 except (ValueError, TypeError, KeyError, AttributeError) as err:
                     skips.add(line, f"{type(err).__name__}: step {t}: {err}")
         skips.report()
         self.skipped = skips.count
-        if not self.steps:
+        if not self.transitions:
             raise ValueError(f"GUITrajectories: no usable step in {path!r} ({self.skipped} skipped)")
 
     def _step(self, row: dict, t: int, line: int) -> tuple[Path, Path, dict, list[Node] | None, str]:
         shots = row["screenshots"]
-        before, after = inside(self.root, shots[t]), inside(self.root, shots[t + 1])
+        before, after = inside(self.root, shots[t]), inside(self.root, shots[t + self.steps])
         trees = row.get("accessibility_trees")
         nodes = None if trees is None or trees[t] is None else [_node(raw) for raw in trees[t]]
-        name = f"episode {row.get('episode_id', f'on line {line}')} step {t}"
+        later = f" to {t + self.steps}" if self.steps > 1 else ""
+        name = f"episode {row.get('episode_id', f'on line {line}')} step {t}{later}"
         return before, after, check_action(row["actions"][t]), nodes, name
 
     def __len__(self) -> int:
-        return len(self.steps)
+        return len(self.transitions)
 
     def __getitem__(self, index: int) -> GUITransition:
-        before, after, action, nodes, name = self.steps[index]
+        before, after, action, nodes, name = self.transitions[index]
         first, second = load_rgb(before), load_rgb(after)
         if first.size != second.size:
             raise SkipItem(f"{name}: screenshots differ in size, {first.size} and {second.size}")
-        return GUITransition(first, second, dict(action), nodes, name=name)
+        return GUITransition(first, second, dict(action), nodes, name=name, steps=self.steps)
 
     def describe(self, index: int) -> str:
-        return f"{self.steps[index][4]} ({self.steps[index][0]})"
+        return f"{self.transitions[index][4]} ({self.transitions[index][0]})"
 
 
 def _num_steps(row: dict, line: int, skips: RowSkips) -> int:
@@ -85,6 +93,14 @@ def _num_steps(row: dict, line: int, skips: RowSkips) -> int:
         skips.add(line, f"missing field: {len(row['actions'])} actions need {len(row['actions']) + 1} screenshots")
         return 0
     return len(row["actions"])
+
+
+def _num_windows(row: dict, line: int, skips: RowSkips, steps: int) -> int:
+    """Items the episode gives: one per action with ``steps`` actions from it on; 0, counted, if it is shorter."""
+    actions = _num_steps(row, line, skips)
+    if 0 < actions < steps:
+        skips.add(line, f"too short: {actions} action(s), fewer than steps={steps}")
+    return max(0, actions - steps + 1)
 
 
 def _node(raw: dict) -> Node:

@@ -53,7 +53,9 @@ class SyntheticGUI(Source):
     list of rows (``scroll`` up/down moves it by one row, a click opens the row's detail screen, ``long_press``
     highlights the row) and a tab bar (a click switches tab); a detail screen with a back button.
     ``navigate_back`` goes detail -> list -> home, ``navigate_home`` goes home, ``wait`` advances the loading
-    bar in the status bar. Nodes (the accessibility tree of the screen before) come outermost first.
+    bar in the status bar. Nodes (the accessibility tree of the screen before) come outermost first. With
+    ``steps`` > 1 the second screenshot is taken after ``steps - 1`` more random actions (of any type that
+    can be taken on the screen reached), as in GUI-Shift's K-step transitions; the item's action is the first.
 
     Args:
         size: Number of distinct transitions (the length of the source).
@@ -62,12 +64,14 @@ class SyntheticGUI(Source):
         actions: Action types to draw from (see `tasks.gui.common.ACTION_FIELDS`).
         tabs: Tabs per app (at least 2).
         seed: Selects a different family of transitions.
+        steps: Actions between the two screenshots (GUI-Shift's K).
     """
 
     modality = "gui"
 
     def __init__(self, size: int = 10000, width: int = 112, height: int = 196,
-                 actions: list[str] = list(ACTION_FIELDS), tabs: int = 3, seed: int = 0):  # noqa: B006, B008
+                 actions: list[str] = list(ACTION_FIELDS), tabs: int = 3, seed: int = 0,  # noqa: B006, B008
+                 steps: int = 1):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if min(width, height) < 28:
@@ -75,10 +79,10 @@ class SyntheticGUI(Source):
         unknown = sorted(set(actions) - set(ACTION_FIELDS))
         if unknown or not actions:
             raise ValueError(f"actions must be a non-empty list of {list(ACTION_FIELDS)}, got {unknown}")
-        if tabs < 2:
-            raise ValueError(f"tabs must be >= 2, got {tabs}")
+        if tabs < 2 or steps < 1:
+            raise ValueError(f"need tabs >= 2 and steps >= 1, got tabs={tabs}, steps={steps}")
         self.size, self.width, self.height = size, width, height
-        self.actions, self.tabs, self.seed = list(actions), tabs, seed
+        self.actions, self.tabs, self.seed, self.steps = list(actions), tabs, seed, steps
 
     def __len__(self) -> int:
         return self.size
@@ -91,7 +95,11 @@ class SyntheticGUI(Source):
         state = self._state(rng, rng.choice(_VIEWS[kind]), kind)
         nodes = self.nodes(state)
         action, after = self._act(rng, state, nodes, kind)
-        return GUITransition(self.render(state), self.render(after), action, nodes, name=self.describe(index))
+        for _ in range(self.steps - 1):  # the later actions are not answered: any type the screen allows
+            later = rng.choice([k for k, views in _VIEWS.items() if after.view in views])
+            after = self._act(rng, after, self.nodes(after), later)[1]
+        return GUITransition(self.render(state), self.render(after), action, nodes, name=self.describe(index),
+                             steps=self.steps)
 
     def describe(self, index: int) -> str:
         return f"SyntheticGUI(seed={self.seed})[{index}]"

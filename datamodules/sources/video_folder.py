@@ -27,7 +27,9 @@ class VideoFolder(Source):
     container's average frame rate. A part of fewer than ``n`` frames is first widened evenly at both ends (up
     to the whole video), so that no frame is taken twice.
 
-    A file that cannot be decoded (corrupt or truncated, no video stream, too few frames) raises `tasks.SkipItem`;
+    A video shorter than ``min_seconds`` raises `tasks.SkipItem` of kind ``too_short`` before any frame is decoded
+    (counted as ``data/skipped/VideoFolder/too_short``, apart from broken files). A file that cannot be decoded
+    (corrupt or truncated, no video stream, too few frames) raises `tasks.SkipItem`;
     FFmpeg may also print its own complaint about it to stderr. A damaged file that still decodes can give
     different frames from run to run (decord decodes in a thread of its own); intact files always give the same.
 
@@ -42,6 +44,8 @@ class VideoFolder(Source):
         max_pixels: Downsize frames, keeping the aspect ratio, so that height x width is at most this many pixels;
             ``None`` keeps the stored size.
         trim: Fraction of the video's length left out at each end.
+        min_seconds: Videos shorter than this (stored frames over the container's average frame rate) are
+            skipped; Visual Jigsaw drops videos under 24 s. 0 keeps every video.
     """
 
     modality = "video"
@@ -55,17 +59,21 @@ class VideoFolder(Source):
         max_frames: int = 64,
         max_pixels: int | None = 256 * 256,
         trim: float = 0.05,
+        min_seconds: float = 0.0,
     ):
+        if not (math.isfinite(min_seconds) and min_seconds >= 0):
+            raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds}")
         self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
                              trim=trim)
         check_sampling(**self.sampling)
+        self.min_seconds = min_seconds
         self.root, self.extensions, self.paths = find_files(root, extensions, "VideoFolder")
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> Video:
-        return decode(self.paths[index], **self.sampling)
+        return decode(self.paths[index], **self.sampling, min_seconds=self.min_seconds)
 
     def describe(self, index: int) -> str:
         return self.paths[index]
@@ -112,10 +120,11 @@ def sample_indices(total: int, video_fps: float, num_frames: int | None = 16, fp
 
 
 def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
-           max_pixels: int | None = 256 * 256, trim: float = 0.05) -> Video:
+           max_pixels: int | None = 256 * 256, trim: float = 0.05, min_seconds: float = 0.0) -> Video:
     """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder` describes.
 
-    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded.
+    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded, and one of kind ``too_short``
+    for a video shorter than ``min_seconds``.
     """
     check_sampling(num_frames, fps, max_frames, max_pixels, trim)
     decord = require("decord", "video", "video sources decode with decord")
@@ -124,8 +133,13 @@ def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max
         total, video_fps = len(reader), float(reader.get_avg_fps())
         if not (math.isfinite(video_fps) and video_fps > 0):
             raise ValueError(f"frame rate {video_fps}")
+        if total / video_fps < min_seconds:
+            raise SkipItem(f"{path}: {total / video_fps:.1f} s long, under min_seconds={min_seconds}",
+                           kind="too_short")
         indices, sampled_fps = sample_indices(total, video_fps, num_frames, fps, max_frames, trim)
         frames = _read(reader, indices, decord.DECORDError)
+    except SkipItem:
+        raise
     except Exception as err:  # decord raises RuntimeError, DECORDError, ...: all mean the file is unusable
         reason = (str(err).strip().splitlines() or [""])[0][:300]
         raise SkipItem(f"{path}: {type(err).__name__}: {reason}") from err

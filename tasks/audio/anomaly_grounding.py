@@ -91,6 +91,7 @@ class AudioAnomalyGrounding(Task):
         if not _STEP <= min_seconds <= max_seconds:
             raise ValueError(f"need {_STEP} <= min_seconds <= max_seconds, got {min_seconds}, {max_seconds}")
         self.perturbations = list(perturbations)
+        self.min_seconds, self.max_seconds = min_seconds, max_seconds  # kept, so a curriculum can copy the task
         self.min_steps, self.max_steps = round(min_seconds / _STEP), round(max_seconds / _STEP)
 
     def make_example(self, item: Audio, rng: random.Random) -> Example:

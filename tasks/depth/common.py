@@ -143,6 +143,22 @@ def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int) ->
     return Image.alpha_composite(image, overlay).convert("RGB")
 
 
+def dashed_layout(k: int) -> str:
+    """The answer layout Spatial-SSRL names for ``k`` regions: ``Smallest-Middle-Largest`` for 3, with
+    ``Middle1``, ``Middle2``, ... for more."""
+    middle = ["Middle"] if k == 3 else [f"Middle{i}" for i in range(1, k - 1)]
+    return "-".join(["Smallest", *middle, "Largest"])
+
+
+def parse_dashed(answer: str, k: int) -> list[int] | None:
+    """Labels 1..k each exactly once joined by dashes (``2-1-3``, spaces around them allowed); else None."""
+    tokens = [token.strip() for token in answer.strip().split("-")]
+    if not all(token.isdecimal() and len(token) <= 2 for token in tokens):  # isdigit() admits "²"
+        return None
+    labels = [int(token) for token in tokens]
+    return labels if sorted(labels) == list(range(1, k + 1)) else None
+
+
 def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: float) -> bool:
     """Whether ``point`` is at least ``distance`` pixels from every point in ``chosen``."""
     return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
@@ -159,6 +175,8 @@ class DepthOrdering(Task):
         marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
         style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
             lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
+        separator: How an ``order`` answer joins the numbers: ``"comma"`` (``2, 3, 1``; commas or spaces are
+            read) or ``"dash"`` (``2-3-1``, Spatial-SSRL's 'Smallest-Middle-Largest' format; only dashes are read).
         reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
             ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
@@ -169,12 +187,16 @@ class DepthOrdering(Task):
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
+                 separator: Literal["comma", "dash"] = "comma",
                  reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
                  **kwargs):
         super().__init__(**kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         answers.check_order_style(style)
+        if separator not in ("comma", "dash") or (separator == "dash" and style != "order"):
+            raise ValueError(f"separator must be 'comma' or 'dash' (the latter with style 'order'), got {separator!r}")
+        self.separator = separator
         answers.check_permutation_reward(reward, partial_credit)
         self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
 
@@ -205,6 +227,9 @@ class DepthOrdering(Task):
                        self.name, meta)
 
     def _ask(self, k: int) -> str:
+        if self.style == "order" and self.separator == "dash":
+            return (f"{self.question(k)} Sort them from the smallest to the largest distance from the camera, in "
+                    f"the format '{dashed_layout(k)}'.")
         if self.style == "order":
             return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
                     "by commas.")
@@ -212,11 +237,13 @@ class DepthOrdering(Task):
         return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
 
     def answer_text(self, example: Example) -> str:
+        if self.separator == "dash":
+            return "-".join(str(label) for label in example.answer)
         return answers.order_answer(example.answer, self.style)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = len(example.answer)
-        pred = answers.parse_order(answer, k, self.style)
+        pred = parse_dashed(answer, k) if self.separator == "dash" else answers.parse_order(answer, k, self.style)
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

@@ -52,14 +52,16 @@ class Node:
 
 @dataclass
 class GUITransition:
-    """A GUI transition: the screen before an action, the action, and the screen after it.
+    """A GUI transition: the screen before an action, the action, and the screen after it (or after ``steps``
+    actions, the first of which is ``action``: GUI-Shift's K-step transition, arXiv 2505.12493).
 
     Attributes:
         before: Screenshot before the action (RGB).
-        after: Screenshot after the action, the same size.
-        action: The action in the schema of this module (see `check_action`).
+        after: Screenshot after the action (after the last of ``steps`` actions), the same size.
+        action: The (first) action in the schema of this module (see `check_action`).
         nodes: Accessibility-tree nodes of ``before``, outermost first; None when none was recorded.
         name: Where it came from (episode and step, or a synthetic id), for logs.
+        steps: Actions between ``before`` and ``after``, at least 1.
     """
 
     before: Image.Image
@@ -67,6 +69,7 @@ class GUITransition:
     action: dict
     nodes: list[Node] | None = None
     name: str = ""
+    steps: int = 1
 
     @property
     def screen_size(self) -> tuple[int, int]:

@@ -2,8 +2,9 @@
 
 Follows UI-Shift (arXiv 2505.12493): the answer is one JSON action; a click counts when it lands inside the
 smallest accessibility node containing the recorded click, typed text and scroll direction must match, and a
-format reward is added (acc + fmt in the paper). The ``letter`` output asks only for the action type, as one
-letter, which a tiny random-init policy can learn (configs/gui_demo.yaml).
+format reward is added (acc + fmt in the paper). A transition of several actions (GUI-Shift's K-step
+transition: the source's ``steps``) asks for the first of them. The ``letter`` output asks only for the action
+type, as one letter, which a tiny random-init policy can learn (configs/gui_demo.yaml).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ _TEMPLATES = {"click": '{"action": "click", "x": <x>, "y": <y>}',
 
 
 class GUIInverseDynamics(Task):
-    """Show the screenshots before and after a GUI action and ask for the action.
+    """Show the screenshots before and after a GUI action (or ``item.steps`` actions: then the first is asked for)
+    and ask for the action.
 
     ``json`` output: one JSON object in the schema of `tasks.gui.common` (``{"action": "click", "x": 12,
     "y": 30}``). It is parsed with ``json.loads`` only; it must hold exactly the keys of its action type (an
@@ -97,17 +99,21 @@ class GUIInverseDynamics(Task):
         before, after = (_resize(image, size) for image in (item.before, item.after))
         media = [{"type": "image", "image": before}, {"type": "image", "image": after}]
         meta = {"screen": list(size), "box": None if node is None else list(node.bounds),
-                "radius": self.click_radius * min(size), "scale": scale}
-        return Example(self.user_message(media, self._question(size)), action, self.name, meta)
+                "radius": self.click_radius * min(size), "scale": scale, "steps": item.steps}
+        return Example(self.user_message(media, self._question(size, item.steps)), action, self.name, meta)
 
-    def _question(self, size: tuple[int, int]) -> str:
-        question = "Which action led from the first screenshot to the second?"
+    def _question(self, size: tuple[int, int], steps: int) -> str:
+        if steps == 1:
+            question = "Which action led from the first screenshot to the second?"
+            shown = "The first shows a screen before one GUI action, the second the screen right after it."
+        else:
+            question = f"The second screenshot was taken {steps} GUI actions after the first. Which was the first?"
+            shown = "The first shows the screen before those actions, the second the screen after the last."
         if self.output == "letter":
             return f"{question}\n{answers.choice_prompt(self.action_types)}"
         forms = "\n".join(_TEMPLATES.get(kind, f'{{"action": "{kind}"}}') for kind in self.action_types)
-        return (f"{question} The first shows a screen before one GUI action, the second the screen right after "
-                f"it. Both are {size[0]} x {size[1]} pixels; x counts from the left edge, y from the top. Answer "
-                f"with exactly one JSON object of one of these forms:\n{forms}")
+        return (f"{question} {shown} Both are {size[0]} x {size[1]} pixels; x counts from the left edge, y from "
+                f"the top. Answer with exactly one JSON object of one of these forms:\n{forms}")
 
     def answer_text(self, example: Example) -> str:
         if self.output == "letter":

@@ -13,7 +13,6 @@ from PIL import Image
 
 from tasks import answers
 from tasks.base import Example
-from tasks.image import grid
 from tasks.image.jigsaw import Jigsaw
 
 # (sign of row offset, sign of column offset) of the first tile relative to the second -> relation
@@ -48,6 +47,10 @@ class JigsawPair(Jigsaw):
         composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of separate images.
         min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
         swap: Use a ``cols x rows`` grid instead with probability 1/2 (Jigsaw-R1's ``shuffle_mn``).
+        mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's ``mask_ratio``), see
+            `tasks.Jigsaw`.
+        shuffle_options: List the options in a random order per example (Jigsaw-R1), so a letter does not
+            stand for one relation; else in a fixed order (left before right, above before below).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -55,18 +58,18 @@ class JigsawPair(Jigsaw):
     parts = ("accuracy",)
 
     def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
-                 swap: bool = False, **kwargs):
-        super().__init__(rows=rows, cols=cols, composite=composite, min_tile=min_tile, **kwargs)
-        self.swap = swap
+                 swap: bool = False, mask_ratio: float = 0.0, shuffle_options: bool = False, **kwargs):
+        super().__init__(rows=rows, cols=cols, composite=composite, min_tile=min_tile, swap=swap,
+                         mask_ratio=mask_ratio, **kwargs)
+        self.shuffle_options = shuffle_options
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
-        rows, cols = (self.cols, self.rows) if self.swap and rng.random() < 0.5 else (self.rows, self.cols)
-        tiles = grid.cut(item.convert("RGB"), rows, cols, self.min_tile)
-        shown = list(range(len(tiles)))
-        rng.shuffle(shown)
-        first, second = rng.sample(range(len(tiles)), 2)  # shown positions, 0-based
-        media, note = self._show([tiles[s] for s in shown], rows, cols)
+        rows, cols, shown, pieces = self.shuffle(item, rng)
+        first, second = rng.sample(range(len(pieces)), 2)  # shown positions, 0-based
+        media, note = self.show(pieces, rows, cols)
         options = _options(rows, cols)
+        if self.shuffle_options:
+            rng.shuffle(options)
         (r1, c1), (r2, c2) = divmod(shown[first], cols), divmod(shown[second], cols)
         relation = _RELATIONS[_sign(r1 - r2), _sign(c1 - c2)]
         texts = [f"{first + 1} is {option} {second + 1}" for option in options]

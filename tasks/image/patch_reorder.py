@@ -35,6 +35,8 @@ class PatchReorder(Task):
 
     Args:
         grids: Grids to draw from, ``"<rows>x<cols>"`` (Spatial-SSRL: 2x2, the strips 1x3 / 1x4 and 3x1 / 4x1).
+            As in Spatial-SSRL's prompts, the strips of one row (1x3) are called horizontal (they run from left
+            to right), those of one column vertical.
         grid_weights: Relative frequency of each grid; ``None`` draws them equally often.
         mask: Probability that one shown patch of a grid (not of strips) is filled white (Spatial-SSRL masks
             half its 2x2 puzzles and no strips).
@@ -91,7 +93,7 @@ class PatchReorder(Task):
 
     def _question(self, rows: int, cols: int, masked: int | None) -> str:
         k = rows * cols
-        kind = "patches" if rows > 1 and cols > 1 else ("vertical" if rows == 1 else "horizontal") + " strips"
+        kind = "patches" if rows > 1 and cols > 1 else ("horizontal" if rows == 1 else "vertical") + " strips"
         labels = ", ".join(str(i) for i in range(k - 1)) + f" and {k - 1}"
         where = "" if self.labels else " in the order they appear, left to right and top to bottom"
         masking = " One of them is masked completely by white pixels." if masked is not None else ""

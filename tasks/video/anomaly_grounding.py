@@ -1,20 +1,20 @@
 """Anomaly grounding: alter one stretch of a video and ask when it happens.
 
-Follows VideoSSR (arXiv 2511.06281): 8-16 consecutive frames get one perturbation, the answer is the stretch's
-start and end in seconds (``3.5-6.0``) and the reward is the temporal IoU.
+Follows VideoSSR (arXiv 2511.06281; lcqysl/VideoSSR pretext_tasks/grounding.py): 8-16 consecutive frames get one
+perturbation, the answer is the stretch's start and end in seconds (``3.5-6.0``) and the reward is the temporal IoU.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from PIL import Image, ImageFilter
 
 from tasks.answers import interval_scores, interval_text
 from tasks.base import Example, Task, Video, check_subset
-from tasks.video.common import even_frames, video_part
+from tasks.video.common import even_frames, frames_of, video_part
 
 _MIN_FRAMES = 4  # a 2-frame stretch inside a video twice as long
 
@@ -34,10 +34,30 @@ def rotate180(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     return frames[:, ::-1, ::-1].copy()
 
 
+def rotate90(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """A quarter turn clockwise, shrunk to fit the frame (aspect ratio kept) and centred on black."""
+    return _fit_on_black(np.rot90(frames, k=-1, axes=(1, 2)), *frames.shape[1:3])
+
+
+def rotate270(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Three quarter turns clockwise (a quarter turn counter-clockwise), fitted like `rotate90`."""
+    return _fit_on_black(np.rot90(frames, k=1, axes=(1, 2)), *frames.shape[1:3])
+
+
+def _luma(frames: np.ndarray) -> np.ndarray:
+    """Luma ``[T, H, W]`` uint8 of RGB frames (ITU-R BT.601 weights, as PIL's ``L`` mode)."""
+    return np.rint(frames.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)).astype(np.uint8)
+
+
 def grayscale(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     """Luma (ITU-R BT.601 weights) in all three channels."""
-    luma = np.rint(frames.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))
-    return np.repeat(luma.astype(np.uint8)[..., None], 3, axis=-1)
+    return np.repeat(_luma(frames)[..., None], 3, axis=-1)
+
+
+def saturation(frames: np.ndarray, rng: random.Random) -> np.ndarray:
+    """Colour saturation doubled: each pixel moved twice as far from its grey (PIL ``ImageEnhance.Color(2)``)."""
+    gray = _luma(frames)[..., None].astype(np.int16)
+    return np.clip(gray + 2 * (frames.astype(np.int16) - gray), 0, 255).astype(np.uint8)
 
 
 def invert(frames: np.ndarray, rng: random.Random) -> np.ndarray:
@@ -59,11 +79,7 @@ def zoom_out(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     scale = rng.uniform(1.2, 1.4)
     height, width = frames.shape[1:3]
     small_h, small_w = max(1, round(height / scale)), max(1, round(width / scale))
-    top, left = (height - small_h) // 2, (width - small_w) // 2
-    out = np.zeros_like(frames)
-    for i, frame in enumerate(frames):
-        out[i, top:top + small_h, left:left + small_w] = _resize(frame, small_w, small_h)
-    return out
+    return _centre_on_black([_resize(frame, small_w, small_h) for frame in frames], height, width)
 
 
 def blur(frames: np.ndarray, rng: random.Random) -> np.ndarray:
@@ -94,13 +110,35 @@ def stutter(frames: np.ndarray, rng: random.Random) -> np.ndarray:
 
 
 def _resize(frame: np.ndarray, width: int, height: int) -> np.ndarray:
-    return np.asarray(Image.fromarray(frame).resize((width, height), Image.Resampling.BILINEAR))
+    if frame.shape[:2] == (height, width):
+        return np.ascontiguousarray(frame)
+    return np.asarray(Image.fromarray(np.ascontiguousarray(frame)).resize((width, height), Image.Resampling.BILINEAR))
+
+
+def _centre_on_black(frames: Sequence[np.ndarray], height: int, width: int) -> np.ndarray:
+    """Frames ``[T, h, w, 3]`` no larger than ``height x width``, centred on black frames of that size."""
+    small_h, small_w = frames[0].shape[:2]
+    top, left = (height - small_h) // 2, (width - small_w) // 2
+    out = np.zeros((len(frames), height, width, 3), np.uint8)
+    for i, frame in enumerate(frames):
+        out[i, top:top + small_h, left:left + small_w] = frame
+    return out
+
+
+def _fit_on_black(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Frames of any size shrunk (aspect ratio kept) to fit ``height x width`` and centred on black: a turned
+    frame keeps the video's frame size (VideoSSR lets it change, which one ``[T, H, W, 3]`` clip cannot)."""
+    scale = min(height / frames.shape[1], width / frames.shape[2], 1.0)
+    small_h, small_w = max(1, round(frames.shape[1] * scale)), max(1, round(frames.shape[2] * scale))
+    return _centre_on_black([_resize(frame, small_w, small_h) for frame in frames], height, width)
 
 
 PERTURBATIONS: dict[str, Callable[[np.ndarray, random.Random], np.ndarray]] = {
     f.__name__: f for f in (channel_swap, mirror, zoom_out, rotate180, grayscale, invert, zoom_in, blur, noise,
-                            shuffle, stutter)
+                            shuffle, stutter, rotate90, rotate270, saturation)
 }
+#: The perturbation that needs a second video: the stretch is replaced by the same frames of another video.
+SWAP = "swap"
 _DESCRIPTIONS = {
     "channel_swap": "the red and blue colours are exchanged",
     "mirror": "the picture is flipped left to right, as in a mirror",
@@ -113,6 +151,10 @@ _DESCRIPTIONS = {
     "noise": "heavy grainy noise covers the picture",
     "shuffle": "the frames play in a scrambled order",
     "stutter": "the motion stutters: the picture freezes for a moment, then jumps ahead",
+    "rotate90": "the picture is turned a quarter turn clockwise",
+    "rotate270": "the picture is turned a quarter turn counter-clockwise",
+    "saturation": "the colours become oversaturated and unnaturally vivid",
+    SWAP: "the video cuts to a clip from a different video",
 }
 
 
@@ -122,8 +164,11 @@ class AnomalyGrounding(Task):
     Args:
         perturbations: What the stretch may undergo, drawn uniformly: ``channel_swap``, ``mirror``,
             ``zoom_out`` and ``rotate180`` (the four VideoSSR trains on), ``grayscale``, ``invert``,
-            ``zoom_in``, ``blur``, ``noise``, ``shuffle`` (frame order inside the stretch) and ``stutter``
-            (frames held).
+            ``zoom_in``, ``blur``, ``noise``, ``shuffle`` (frame order inside the stretch), ``stutter``
+            (frames held), ``rotate90`` / ``rotate270`` (quarter turns clockwise / counter-clockwise, shrunk onto
+            black to keep the frame size), ``saturation`` (doubled) and ``swap``: the same frames of another
+            video of the split, resized to this one's frame size. With ``swap`` each example loads one more
+            video (`partners` is 1), or, given a single video, takes the frames half the video away.
         min_len: Fewest frames in the stretch, at least 2.
         max_len: Most frames in the stretch. Both bounds shrink to half the video when it is shorter than
             twice this.
@@ -142,18 +187,25 @@ class AnomalyGrounding(Task):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_subset("perturbations", perturbations, PERTURBATIONS)
+        check_subset("perturbations", perturbations, [*PERTURBATIONS, SWAP])
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
         self.perturbations = list(perturbations)
         self.min_len, self.max_len = min_len, max_len
+        self.partners = int(SWAP in self.perturbations)  # the data module then passes [video, other video]
 
-    def make_example(self, item: Video, rng: random.Random) -> Example:
+    def make_example(self, item: Video | Sequence[Video], rng: random.Random) -> Example:
+        other = None
+        if not isinstance(item, Video):  # [video, other video] from the data module (swap)
+            item, other = item[0], (item[1] if len(item) > 1 else None)
         frames = even_frames(item, _MIN_FRAMES)
         start, stop = self._stretch(len(frames), rng)
         kind = rng.choice(self.perturbations)
         altered = frames.copy()
-        altered[start:stop] = PERTURBATIONS[kind](frames[start:stop], rng)
+        if kind == SWAP:
+            altered[start:stop] = _swapped(frames, other, start, stop)
+        else:
+            altered[start:stop] = PERTURBATIONS[kind](frames[start:stop], rng)
         # graded against the interval as rendered (0.1 s), so the rendered answer is exactly right
         answer = [round(start / item.fps, 1), round(stop / item.fps, 1)]
         meta = {"perturbation": kind, "start_frame": start, "stop_frame": stop, "fps": float(item.fps)}
@@ -175,3 +227,13 @@ class AnomalyGrounding(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         return interval_scores(answer, example.answer)
+
+
+def _swapped(frames: np.ndarray, other: Video | None, start: int, stop: int) -> np.ndarray:
+    """Frames ``start:stop`` of the other video (VideoSSR's swap: the same frame positions, wrapping round a
+    shorter video) at this video's frame size; without one, this video's frames half its length away."""
+    if other is None:
+        return frames[(np.arange(start, stop) + len(frames) // 2) % len(frames)]
+    source = frames_of(other)
+    height, width = frames.shape[1:3]
+    return np.stack([_resize(source[t % len(source)], width, height) for t in range(start, stop)])

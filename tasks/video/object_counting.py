@@ -1,13 +1,15 @@
 """Object counting: draw shapes onto a few frames of a video and ask how many of each kind appeared.
 
 Follows VideoSSR (arXiv 2511.06281): filled circles, squares and triangles of random colour, size and rotation
-on 1-3 frames per kind, 1-3 per frame; the reward is the mean relative count error over the kinds.
+on 1-3 frames per kind, 1-3 per frame; the reward is the mean relative count error over the kinds. The answer is
+read strictly (the counts and commas only) or, as VideoSSR's reward reads it, as every number in the answer.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -17,6 +19,8 @@ from tasks.video.common import even_frames, video_part
 
 _SIDES = {"circle": 0, "triangle": 3, "square": 4, "pentagon": 5, "hexagon": 6}
 _COUNTS = re.compile(r"\s*\d{1,6}(?:\s*,\s*\d{1,6})*\s*")
+_NUMBER = re.compile(r"\d+")
+_MAX_DIGITS = 9  # a longer run of digits is no count (and int() refuses runs of thousands of digits)
 _MIN_SIDE = 16  # pixels: below this the smallest shapes are a few pixels wide
 _TRIES = 50  # random positions tried per shape before the frame is taken as full
 _GAP = 4  # pixels between bounding circles: rasterised edges reach ~1 px out, and touching shapes merge
@@ -33,6 +37,9 @@ class ObjectCounting(Task):
             overlapping.
         min_gap: Frames holding the same kind are at least this many frames apart, less when
             ``max_frames_per_kind`` such frames would not fit in the video. No frame holds two kinds.
+        parse: How the answer is read. ``"strict"``: only the counts, separated by commas (``3,2,3``).
+            ``"numbers"``: every number anywhere in the answer, in order, as VideoSSR's reward reads it (``The
+            answer is 3, 2, 3`` counts; so does ``-3 2 3``); either way there must be one per kind.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -46,6 +53,7 @@ class ObjectCounting(Task):
         max_frames_per_kind: int = 3,
         max_per_frame: int = 3,
         min_gap: int = 8,
+        parse: Literal["strict", "numbers"] = "strict",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -55,6 +63,9 @@ class ObjectCounting(Task):
                            ("min_gap", min_gap)]:
             if value < 1:
                 raise ValueError(f"{arg} must be >= 1, got {value}")
+        if parse not in ("strict", "numbers"):
+            raise ValueError(f"parse must be 'strict' or 'numbers', got {parse!r}")
+        self.parse = parse
         self.kinds = list(kinds)
         self.max_frames_per_kind, self.max_per_frame, self.min_gap = max_frames_per_kind, max_per_frame, min_gap
 
@@ -94,14 +105,19 @@ class ObjectCounting(Task):
         return ",".join(str(n) for n in example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        if not _COUNTS.fullmatch(answer):
-            return None
-        pred = [int(value) for value in answer.split(",")]
-        if len(pred) != len(example.answer):
+        pred = self._counts(answer)
+        if pred is None or len(pred) != len(example.answer):
             return None
         # every kind is drawn at least once, so the truth is never 0
         per_kind = [max(0.0, 1.0 - abs(p - t) / t) for p, t in zip(pred, example.answer, strict=True)]
         return {"accuracy": sum(per_kind) / len(per_kind), "exact": float(pred == example.answer)}
+
+    def _counts(self, answer: str) -> list[int] | None:
+        """The counts an answer states, as ``parse`` reads it; None when it is not read as counts at all."""
+        if self.parse == "strict":
+            return [int(value) for value in answer.split(",")] if _COUNTS.fullmatch(answer) else None
+        numbers = _NUMBER.findall(answer)
+        return None if any(len(n) > _MAX_DIGITS for n in numbers) else [int(n) for n in numbers]
 
 
 def _pick(free: list[int], n: int, gap: int, rng: random.Random) -> list[int]:

@@ -101,3 +101,29 @@ def test_frame_pairs(tmp_path):
     assert np.asarray(pairs[1].before)[0, 0, 0] == 50 and np.asarray(pairs[1].after)[0, 0, 0] == 100
     found = FramePairs(path)  # the action set read from the file
     assert found.actions == ("jump", "left", "up") and len(found) == 3 and found.skipped == 2
+
+
+def test_k_step_items_span_k_actions_and_answer_the_first(tmp_path, caplog):
+    root = tmp_path / "data"
+    for i in range(5):
+        shot(root / "ep" / f"{i}.png", 40 * i)
+    actions = [{"action": "click", "x": 3, "y": 4}, {"action": "scroll", "direction": "down"},
+               {"action": "teleport"}, {"action": "navigate_back"}]  # a bad third action: never answered at K=3
+    rows = [{"episode_id": 1, "screenshots": [f"ep/{i}.png" for i in range(5)], "actions": actions},
+            {"episode_id": 2, "screenshots": ["ep/0.png", "ep/1.png", "ep/2.png"], "actions": actions[:2]}]
+    path = write_jsonl(root / "e.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        source = GUITrajectories(path, steps=3)
+    assert len(source) == 2 and source.skipped == 1  # episode 2 has 2 actions, fewer than 3
+    assert any("fewer than steps=3" in r.getMessage() for r in caplog.records)
+    first, second = source[0], source[1]
+    assert first.action == actions[0] and second.action == actions[1]
+    assert first.steps == second.steps == 3
+    # screenshot t before, screenshot t + 3 after
+    assert np.asarray(first.before)[0, 0, 0] == 0 and np.asarray(first.after)[0, 0, 0] == 120
+    assert np.asarray(second.before)[0, 0, 0] == 40 and np.asarray(second.after)[0, 0, 0] == 160
+    assert "step 0 to 3" in source.describe(0)
+    one = GUITrajectories(path)  # K = 1: the bad action is a step of its own, skipped
+    assert len(one) == 5 and one[0].steps == 1 and np.asarray(one[0].after)[0, 0, 0] == 40
+    with pytest.raises(ValueError, match="steps"):
+        GUITrajectories(path, steps=0)

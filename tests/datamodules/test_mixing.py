@@ -6,11 +6,13 @@ from collections import Counter
 
 import pytest
 
+import tasks
 from datamodules import PretextDataModule
 from datamodules.base import with_options
 from datamodules.streams import STAGE_KEY
 from tasks import Example, Jigsaw, Task
 from tests.datamodules.test_pretext_datamodule import Numbers, OtherTag, Tag, epoch
+from tests.helpers import discover
 
 
 class Times(Task):
@@ -153,6 +155,13 @@ def test_with_options_copies_a_real_task():
     assert (jigsaw.rows, jigsaw.cols) == (2, 2)
     with pytest.raises(ValueError):
         with_options(jigsaw, rows=0)
+
+
+@pytest.mark.parametrize("cls", discover(tasks, Task), ids=lambda c: c.__name__)
+def test_every_task_keeps_its_options_so_a_curriculum_can_copy_it(cls):
+    task = cls(format_weight=0.25)
+    copy = with_options(task)
+    assert type(copy) is cls and copy is not task and copy.format_weight == 0.25
 
 
 def test_position_counts_global_batches_and_epochs():

@@ -96,3 +96,21 @@ def test_grid_world_moves_are_visible_and_allowed():
         assert (x1 - x0, y1 - y0) == pytest.approx(step), pair.action
     assert seen == {"up", "down", "left", "right", "stay"}
     assert np.array_equal(pixels(world[5].before), pixels(SyntheticGridWorld(size=200, seed=1)[5].before))
+
+
+def test_k_step_transitions_keep_the_first_action_and_move_on():
+    k_step = SyntheticGUI(size=400, width=112, height=196, seed=3, steps=3)
+    moved = 0
+    for i in range(40):
+        item = k_step[i]
+        assert item.steps == 3 and item.action == ITEMS[i].action
+        assert np.array_equal(pixels(item.before), pixels(ITEMS[i].before))
+        moved += not np.array_equal(pixels(item.after), pixels(ITEMS[i].after))
+    assert moved > 30  # two more actions usually change the screen again
+    task = GUIInverseDynamics(answer_format="tags", format_weight=1.0)
+    example = task.make_example(k_step[0], random.Random(0))
+    assert "taken 3 GUI actions after the first" in example.prompt_text and example.meta["steps"] == 3
+    assert task.verify(example, task.render_answer(example)).total == 2.0
+    assert "right after it" in task.make_example(ITEMS[0], random.Random(0)).prompt_text
+    with pytest.raises(ValueError, match="steps"):
+        SyntheticGUI(steps=0)

@@ -258,3 +258,27 @@ def test_data_module_skips_corrupt_and_truncated_videos(tmp_path, caplog):
     assert dm.skipped >= 2 * len(bad)  # every position is visited each epoch: each bad file is met
     for name in bad:
         assert sum(name in r.getMessage() for r in caplog.records) == 1
+
+
+def test_min_seconds_skips_short_videos_and_counts_them_apart(tmp_path):
+    # 10 fps: 12 frames = 1.2 s, 20 frames = 2.0 s, 30 frames = 3.0 s
+    for name, frames in [("a_short", 12), ("b_edge", 20), ("c_long", 30)]:
+        write(tmp_path / f"{name}.mp4", clip(frames))
+    write(tmp_path / "d_broken.mp4", clip(10))
+    (tmp_path / "d_broken.mp4").write_bytes(b"not a video")
+    source = VideoFolder(str(tmp_path), num_frames=4, min_seconds=2.0)
+    with pytest.raises(SkipItem, match=r"1\.2 s long, under min_seconds=2\.0") as short:
+        source[0]
+    assert short.value.kind == "too_short"
+    assert len(source[1].frames) == 4 and len(source[2].frames) == 4  # exactly 2 s is kept
+    with pytest.raises(SkipItem) as broken:
+        source[3]
+    assert broken.value.kind is None
+    dm = PretextDataModule(source, FrameCount(), batch_size=2, val_size=0)
+    examples = [e for batch in dm.train_dataloader() for e in batch]
+    assert examples and not any(e.meta["name"].endswith("a_short.mp4") for e in examples)
+    counts = dm.skip_counts
+    assert counts[("VideoFolder", "too_short")] >= 1 and counts[("VideoFolder", "unreadable")] >= 1
+    assert set(counts) == {("VideoFolder", "too_short"), ("VideoFolder", "unreadable")}
+    with pytest.raises(ValueError, match="min_seconds"):
+        VideoFolder(str(tmp_path), min_seconds=-1.0)

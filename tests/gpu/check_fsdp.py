@@ -4,7 +4,7 @@ GRPOFSDPStrategy (one process), printing step time, tokens/s and peak memory for
     python tests/gpu/check_fsdp.py                      # on a CUDA GPU, 3B shapes
     python tests/gpu/check_fsdp.py --shape tiny --cpu   # smoke run of the script itself
 
-Not collected by pytest (CI has no GPU). Results go in README's Performance section with date and settings.
+Not collected by pytest (CI has no GPU). Results go in docs/performance.md with date and settings.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ and without prefix sharing, with the dynamic and the static KV cache, and with t
     python -m tests.gpu.check_sampling                        # on a CUDA GPU, 3B shapes, bf16
     python -m tests.gpu.check_sampling --shape tiny --cpu     # smoke run of the script itself
 
-Not collected by pytest (CI has no GPU). Results go in README's Performance section with date and settings.
+Not collected by pytest (CI has no GPU). Results go in docs/performance.md with date and settings.
 """
 
 from __future__ import annotations

@@ -1,16 +1,50 @@
-"""tasks.adapters: every task round-trips through dataset columns; TRL's GRPOTrainer trains on a zoo reward."""
+"""tasks.adapters: every task round-trips through dataset columns; TRL rows keep each image where the task put
+it; verl rows carry text, media and ground truth where verl reads them. The recipes in docs/ecosystem.md are run
+as they are (`recipe`)."""
 
 import json
 import random
+import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tasks
-from tasks import Rotation, Task
-from tasks.adapters import example_columns, trl_reward, verl_compute_score, verl_fields
+from tasks import CropInpaint, Rotation, Task
+from tasks.adapters import (
+    example_columns,
+    trl_prompt,
+    trl_reward,
+    verl_compute_score,
+    verl_fields,
+    verl_prompt,
+    write_verl_parquet,
+)
 from tests.helpers import discover, make_item
 
 TASKS = discover(tasks, Task)
+DOCS = Path(__file__).parents[2] / "docs" / "ecosystem.md"
+QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"  # what Qwen2.5-VL's chat template writes per image
+
+
+def recipe(name: str) -> str:
+    """The code block marked ``<!-- recipe: name -->`` in docs/ecosystem.md."""
+    found = re.search(rf"<!-- recipe: {name} -->\n```\w+\n(.*?)\n```", DOCS.read_text(), re.S)
+    assert found, f"docs/ecosystem.md has no block marked 'recipe: {name}'"
+    return found.group(1)
+
+
+def pixels(image) -> np.ndarray:
+    return np.asarray(image.convert("RGB"))
+
+
+def media_of(example, kind="image") -> list:
+    return [part[kind] for message in example.messages for part in message["content"] if part["type"] == kind]
+
+
+def same_images(got, want) -> bool:
+    return len(got) == len(want) and all(np.array_equal(pixels(g), pixels(w)) for g, w in zip(got, want, strict=False))
 
 
 def completions_for(task, example, other):
@@ -54,37 +88,190 @@ def test_bad_columns_are_a_clear_error():
         trl_reward(Rotation())(prompts=["p"], completions=["A"], zoo_answer=["A"], zoo_meta=["{}"])
 
 
-def test_trl_grpo_trainer_rewards_are_the_tasks_verify(tmp_path):
-    """A few GRPOTrainer steps of a tiny text-only model on Rotation prompts (media shown as ``<image>``
-    markers, numbered so each is unique): the rewards TRL logs equal ``task.verify`` on the completions it
-    logs. One token, limited to the letters A-D, so some completions are right and some wrong."""
-    import torch
-    from datasets import Dataset
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    from trl import GRPOConfig, GRPOTrainer
 
-    from zoo.tiny import build_tokenizer
 
-    task = Rotation(labels="letters", answer_format="bare")
-    examples = [task.make_example(make_item("image", i), random.Random(i)) for i in range(8)]
-    prompts = {f"#{i} {ex.prompt_text}": ex for i, ex in enumerate(examples)}
-    data = Dataset.from_list([{"prompt": p, **example_columns(ex)} for p, ex in prompts.items()])
-    tokenizer = build_tokenizer()
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
-    allowed = set(tokenizer.convert_tokens_to_ids(list("ABCD")))
+def test_trl_prompt_keeps_each_image_between_its_texts():
+    example = CropInpaint().make_example(make_item("image"), random.Random(0))
+    (message,), images = trl_prompt(example)
+    assert [p["type"] for p in message["content"]] == [p["type"] for p in example.messages[0]["content"]]
+    text = "".join(p["text"] if p["type"] == "text" else "<image>" for p in message["content"])
+    assert text == example.prompt_text and text.count("<image>") == 5 and same_images(images, media_of(example))
+    assert all(set(p) == {"type"} for p in message["content"] if p["type"] == "image")  # TRL fills placeholders
+    video = tasks.TemporalJigsaw().make_example(make_item("video"), random.Random(0))
+    with pytest.raises(ValueError, match="'video' part, which a TRL dataset row cannot carry"):
+        trl_prompt(video)
+
+
+def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp_path, monkeypatch):
+    """docs/ecosystem.md's TRL block, run as it is: two GRPOTrainer steps of a tiny Qwen2.5-VL on CropInpaint
+    (5 images a prompt). Every text the processor gets has each image right after its label, with the images
+    of one example in order; the rewards TRL logs are ``task.verify``. One letter A-D a completion, so some
+    rewards are 1 and some 0."""
+    from transformers import AutoConfig, AutoProcessor
+    from trl import GRPOConfig
+
+    from tasks.adapters import completion_text
+    from zoo import tiny
+
+    model = tiny.resolve("tiny:qwen2_5_vl")
+    processor = AutoProcessor.from_pretrained(model)
+    seen = []  # (texts, images per text) of every processor call with images: generation and forward passes
+    call = type(processor).__call__
+
+    def spy(self, *args, **kwargs):
+        if kwargs.get("images"):
+            seen.append((kwargs["text"], kwargs["images"]))
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(processor), "__call__", spy)
+    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
+    others = sorted(set(range(vocab)) - set(processor.tokenizer.convert_tokens_to_ids(list("ABCD"))))
     args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=1, generation_kwargs={"suppress_tokens": sorted(
-                          set(range(len(tokenizer))) - allowed)}, learning_rate=1e-3, logging_steps=1, report_to="none",
-                      use_cpu=True, bf16=False, save_strategy="no", seed=0, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=trl_reward(task), args=args, train_dataset=data,
-                          processing_class=tokenizer)
-    trainer.train()
+                      max_completion_length=1, generation_kwargs={"suppress_tokens": others},
+                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
+                      save_strategy="no", seed=0, dataloader_num_workers=0)
+    images = [make_item("image", i) for i in range(4)]
+    scope = {"model": model, "images": images, "args": args}
+    exec(recipe("trl"), scope)
+    task, trainer = scope["task"], scope["trainer"]
+    examples = [task.make_example(image, random.Random(i)) for i, image in enumerate(images)]
+
+    def example_showing(shown):
+        (example,) = [e for e in examples if same_images(shown, media_of(e))]
+        return example
+
+    texts = [(text, shown) for batch_texts, batch_images in seen for text, shown in zip(batch_texts, batch_images,
+                                                                                         strict=True)]
+    assert len(texts) == 2 * 2 * 8  # 2 steps x (generation + forward) x 8 rows (2 prompts x 4 completions)
+    for text, shown in texts:
+        assert example_showing(shown).prompt_text.replace("<image>", QWEN_IMAGE) in text
     logged = trainer._logs
-    completions, rewards = list(logged["completion"]), list(logged["rewards"]["zoo_rotation"])
-    assert len(completions) == len(rewards) == 8 and trainer.state.global_step == 2
-    expected = [task.verify(prompts[p], c).total for p, c in zip(logged["prompt"], completions, strict=True)]
-    assert rewards == expected and 0 < sum(rewards) < len(rewards), (completions, rewards)
-    assert any(h.get("rewards/zoo_rotation/mean") is not None for h in trainer.state.log_history)
+    rewards = list(logged["rewards"][f"zoo_{task.name}"])
+    expected = [task.verify(example_showing(shown), completion_text(c)).total
+                for shown, c in zip(logged["images"], logged["completion"], strict=True)]
+    assert rewards == expected and 0 < sum(rewards) < len(rewards), (list(logged["completion"]), rewards)
+    assert trainer.state.global_step == 2
+
+
+def decode_uri(uri: str):
+    import base64
+    import io
+
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(uri.split("base64,", 1)[1])))
+
+
+def test_the_verl_recipe_rows_hold_what_verl_reads(tmp_path, monkeypatch):
+    """docs/ecosystem.md's verl data and reward blocks, run as they are; the parquet read back as verl's
+    RLHFDataset reads it (``datasets.load_dataset("parquet")``), against verl's row format: chat ``prompt``
+    with ``<image>`` markers in order, ``images`` as ``{"bytes"}``, ``data_source``, ``reward_model``,
+    ``extra_info``."""
+    import io
+
+    from datasets import load_dataset
+    from PIL import Image
+
+    monkeypatch.chdir(tmp_path)
+    images = [make_item("image", i) for i in range(3)]
+    data, reward = {"images": images}, {}
+    exec(recipe("verl-data"), data)
+    exec(recipe("verl-reward"), reward)
+    task, compute_score = data["task"], reward["compute_score"]
+    examples = [task.make_example(image, random.Random(i)) for i, image in enumerate(images)]
+    rows = load_dataset("parquet", data_files=str(tmp_path / "train.parquet"))["train"]
+    assert set(rows.column_names) == {"prompt", "images", "data_source", "reward_model", "extra_info"}
+    for index, (row, example) in enumerate(zip(rows, examples, strict=True)):
+        assert row["prompt"] == [{"role": "user", "content": example.prompt_text}]  # "Option A:<image>..."
+        assert same_images([Image.open(io.BytesIO(image["bytes"])) for image in row["images"]], media_of(example))
+        assert row["data_source"] == task.name and row["extra_info"] == {**example_columns(example), "index": index}
+        assert row["reward_model"] == {"style": "rule", "ground_truth": json.dumps(example.answer)}
+        for completion in (task.render_answer(example), "Z", ""):
+            got = compute_score(row["data_source"], completion, row["reward_model"]["ground_truth"], row["extra_info"])
+            want = task.verify(example, completion)
+            assert got == {"score": want.total, **want.parts}
+        assert compute_score(row["data_source"], task.render_answer(example), row["reward_model"]["ground_truth"],
+                             row["extra_info"])["score"] == task.max_reward
+
+
+def test_verl_videos_are_frame_lists_and_audio_is_refused(tmp_path):
+    import pyarrow.parquet as pq
+
+    video = tasks.TemporalJigsaw().make_example(make_item("video"), random.Random(0))
+    (row,) = pq.read_table(write_verl_parquet([video], tmp_path / "v.parquet")).to_pylist()
+    assert row["prompt"][0]["content"] == video.prompt_text and "images" not in row
+    parts = [p for p in video.messages[0]["content"] if p["type"] == "video"]
+    assert len(row["videos"]) == len(parts) == 3
+    for got, part in zip(row["videos"], parts, strict=True):
+        assert got["sample_fps"] == part["fps"]
+        np.testing.assert_array_equal(np.stack([pixels(decode_uri(f)) for f in got["video"]]), part["video"])
+    audio = tasks.AudioJigsaw().make_example(make_item("audio"), random.Random(0))
+    with pytest.raises(ValueError, match="'audio' part, which a verl dataset row cannot carry"):
+        verl_prompt(audio)
+    marker = tasks.Example(messages=[{"role": "user", "content": "see <image> here"}], answer="A", task="t")
+    with pytest.raises(ValueError, match="verl would replace by media"):
+        verl_prompt(marker)
+    with pytest.raises(ValueError, match="no examples"):
+        write_verl_parquet([], tmp_path / "empty.parquet")
+
+
+def test_verl_compute_score_picks_the_task_by_data_source():
+    rotation, crop = Rotation(), CropInpaint()
+    score = verl_compute_score(rotation, crop)
+    for task in (rotation, crop):
+        example = task.make_example(make_item("image"), random.Random(0))
+        fields = verl_fields(example)
+        got = score(fields["data_source"], task.render_answer(example), fields["reward_model"]["ground_truth"],
+                    fields["extra_info"])
+        assert got["score"] == task.max_reward
+    with pytest.raises(ValueError, match="no task named 'jigsaw'"):
+        score("jigsaw", "1,2", "[1, 2]", {})
+    with pytest.raises(ValueError, match="at least one task"):
+        verl_compute_score()
+
+
+def test_verl_reads_the_recipe_through_its_own_dataset_and_reward_manager(tmp_path, monkeypatch):
+    """Where verl (0.9.1) is importable: every key of the documented command is in verl's trainer config;
+    verl's RLHFDataset with a tiny Qwen2.5-VL processor gives back the task's text and images in order; verl's
+    naive reward manager, loading zoo_reward.py from the command's keys, scores a perfect answer at the top."""
+    pytest.importorskip("verl", reason="verl is not a zoo dependency (see docs/ecosystem.md, verl)")
+    import torch
+    import verl
+    from omegaconf import OmegaConf
+    from transformers import AutoProcessor
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from zoo import tiny
+
+    monkeypatch.chdir(tmp_path)
+    images = [make_item("image", i) for i in range(2)]
+    data = {"images": images}
+    exec(recipe("verl-data"), data)
+    Path("zoo_reward.py").write_text(recipe("verl-reward") + "\n")
+    command = recipe("verl-command").replace("\\\n", " ").split()
+    assert command[:3] == ["python", "-m", "verl.trainer.main_ppo"]
+    config = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
+    missing = object()
+    assert [o for o in command[3:] if OmegaConf.select(config, o.split("=")[0], default=missing) is missing] == []
+    config = OmegaConf.merge(config, OmegaConf.from_dotlist(command[3:]))
+    processor = AutoProcessor.from_pretrained(tiny.resolve("tiny:qwen2_5_vl"))
+    dataset = RLHFDataset(config.data.train_files, processor.tokenizer, config.data, processor)
+    task = data["task"]
+    examples = [task.make_example(image, random.Random(i)) for i, image in enumerate(images)]
+    assert len(dataset) == len(examples)
+    for i, example in enumerate(examples):
+        (message,) = dataset[i]["raw_prompt"]
+        assert "".join(p["text"] if p["type"] == "text" else f"<{p['type']}>" for p in message["content"]) == \
+            example.prompt_text
+        assert same_images([p["image"] for p in message["content"] if p["type"] == "image"], media_of(example))
+    manager = get_reward_manager_cls(config.reward.reward_manager.name)(config, processor.tokenizer,
+                                                                        get_custom_reward_fn(config))
+    for completion, want in ((task.render_answer(examples[0]), task.max_reward), ("Z", 0.0)):
+        batch = collate_fn([dataset[0]])
+        batch["responses"] = processor.tokenizer(completion, return_tensors="pt")["input_ids"]  # [1, L]
+        batch["attention_mask"] = torch.ones_like(batch["responses"])
+        result = manager.loop.run_until_complete(manager.run_single(DataProto.from_single_dict(batch)))
+        assert result["reward_score"] == want and result["reward_extra_info"]["accuracy"] == want

@@ -182,3 +182,87 @@ def test_prompt_describes_the_perturbation():
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         AnomalyGrounding(**kwargs)
+
+
+def test_saturation_by_hand_and_against_pil():
+    from PIL import Image, ImageEnhance
+
+    pixel = np.array([[[[100, 50, 150]]]], np.uint8)
+    # luma 0.299 * 100 + 0.587 * 50 + 0.114 * 150 = 76.35 -> 76; each channel moved twice as far from 76
+    assert PERTURBATIONS["saturation"](pixel, random.Random(0)).tolist() == [[[[124, 24, 224]]]]
+    assert PERTURBATIONS["saturation"](np.array([[[[250, 10, 10]]]], np.uint8), random.Random(0)).tolist() \
+        == [[[[255, 0, 0]]]]  # clipped
+    frames = make_item("video", seed=2).frames[:2]
+    pil = np.stack([np.asarray(ImageEnhance.Color(Image.fromarray(f)).enhance(2.0)) for f in frames])
+    assert np.abs(PERTURBATIONS["saturation"](frames, random.Random(0)).astype(int) - pil).max() <= 1
+
+
+def test_quarter_turns_by_hand():
+    square = np.arange(12, dtype=np.uint8).reshape(1, 2, 2, 3)  # pixels a b / c d
+    a, b, c, d = square[0, 0, 0], square[0, 0, 1], square[0, 1, 0], square[0, 1, 1]
+    clockwise = PERTURBATIONS["rotate90"](square, random.Random(0))[0]
+    assert np.array_equal(clockwise, np.stack([np.stack([c, a]), np.stack([d, b])]))  # c a / d b
+    counter = PERTURBATIONS["rotate270"](square, random.Random(0))[0]
+    assert np.array_equal(counter, np.stack([np.stack([b, d]), np.stack([a, c])]))  # b d / a c
+    wide = make_item("video").frames[:2]  # 48 x 64: turned it is 64 x 48, shrunk by 0.75 to 48 x 36
+    for kind in ("rotate90", "rotate270"):
+        turned = PERTURBATIONS[kind](wide, random.Random(0))
+        assert turned.shape == wide.shape
+        assert (turned[:, :, :14] == 0).all() and (turned[:, :, 50:] == 0).all()  # black bars left and right
+        assert (turned[:, :, 14:50].reshape(2, -1, 3).max(axis=1) > 0).all()
+    # the top-left corner of a clockwise turn shows the bottom-left of the frame
+    turned = PERTURBATIONS["rotate90"](wide, random.Random(0))
+    assert np.abs(turned[0, 0, 14].astype(int) - wide[0, -1, 0]).max() < 30
+
+
+def test_swap_shows_the_same_frames_of_another_video():
+    item, other = make_item("video", seed=0), make_item("video", seed=1)
+    task = AnomalyGrounding(perturbations=["swap"], min_len=4, max_len=6)
+    assert task.partners == 1 and AnomalyGrounding().partners == 0
+    for seed in range(4):
+        example = task.make_example([item, other], random.Random(seed))
+        start, stop = example.meta["start_frame"], example.meta["stop_frame"]
+        video = _video_part(example)["video"]
+        assert np.array_equal(video[start:stop], other.frames[start:stop])
+        assert np.array_equal(video[:start], item.frames[:start]) and np.array_equal(video[stop:], item.frames[stop:])
+        assert "different video" in example.prompt_text
+    small = Video(other.frames[:5, ::2, ::2], fps=4.0)  # half the size, 5 frames: resized, positions wrap
+    example = task.make_example([item, small], random.Random(0))
+    start, stop = example.meta["start_frame"], example.meta["stop_frame"]
+    video = _video_part(example)["video"]
+    assert video.shape == item.frames.shape
+    assert np.abs(video[start].astype(int) - np.repeat(np.repeat(small.frames[start % 5], 2, 0), 2, 1)).mean() < 12
+    alone = task.make_example(item, random.Random(0))  # one video: the frames half of it away
+    start, stop = alone.meta["start_frame"], alone.meta["stop_frame"]
+    shown = _video_part(alone)["video"]
+    assert all(np.array_equal(shown[t], item.frames[(t + 8) % 16]) for t in range(start, stop))
+
+
+def test_swap_through_the_data_module_takes_another_video_of_the_split():
+    from datamodules import PretextDataModule
+    from datamodules.sources.base import Source
+
+    class Videos(Source):
+        """Sample videos that differ in their noise."""
+
+        modality = "video"
+        videos = [make_item("video", seed=s) for s in range(6)]
+
+        def __len__(self):
+            return len(self.videos)
+
+        def __getitem__(self, index):
+            return self.videos[index]
+
+    source = Videos()
+    dm = PretextDataModule(source, AnomalyGrounding(perturbations=["swap"], min_len=4, max_len=6), batch_size=3,
+                           val_size=0)
+    examples = [e for batch in dm.train_dataloader() for e in batch]
+    assert len(examples) == 6
+    for example in examples:
+        start, stop = example.meta["start_frame"], example.meta["stop_frame"]
+        video = _video_part(example)["video"]
+        (own,) = [i for i, v in enumerate(source.videos) if np.array_equal(video[:start], v.frames[:start])
+                  and np.array_equal(video[stop:], v.frames[stop:])]
+        donors = [i for i, v in enumerate(source.videos) if np.array_equal(video[start:stop], v.frames[start:stop])]
+        assert donors and own not in donors

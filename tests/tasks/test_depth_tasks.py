@@ -165,3 +165,39 @@ def test_choice_style_letters_every_order_and_grades_the_chosen_one():
     assert task.verify(example, "G").parts["format"] == 0.0
     with pytest.raises(ValueError, match="at most 4 points"):
         DepthOrder(points=5, style="choice")
+
+
+@pytest.mark.parametrize(
+    "answer, accuracy",
+    [("2-1-3", 1.0), (" 2 - 1 - 3 ", 1.0), ("1-2-3", 0.0),  # only 3 in place: fraction 1/3, footrule 1 - 2/4
+     ("2, 1, 3", None), ("2 1 3", None), ("2-1", None), ("2-1-3-3", None), ("2-1-4", None), ("2--1-3", None),
+     ("-2-1-3", None), ("2-1-3.", None)],
+)
+def test_dash_separator_reads_spatial_ssrl_answers(answer, accuracy):
+    # Spatial-SSRL writes the regions from the smallest to the largest depth as 'Smallest-Middle-Largest'
+    task = RegionalDepthOrder(patch=0.1, separator="dash", reward="exact", answer_format="bare", format_weight=0.1)
+    example = next(e for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
+                   if e.answer == [2, 1, 3])
+    assert task.answer_text(example) == "2-1-3"
+    assert "format 'Smallest-Middle-Largest'" in example.prompt_text
+    parts = task.verify(example, answer).parts
+    if accuracy is None:
+        assert parts["format"] == 0.0 and parts["accuracy"] == 0.0
+    else:
+        assert parts["format"] == 1.0 and parts["accuracy"] == accuracy
+    if answer == "1-2-3":
+        assert parts["fraction"] == pytest.approx(1 / 3) and parts["footrule"] == pytest.approx(0.5)
+    comma = RegionalDepthOrder(patch=0.1, reward="exact", answer_format="bare")
+    assert comma.verify(example, "2, 1, 3").parts["accuracy"] == 1.0
+    assert comma.verify(example, "2-1-3").parts["format"] == 0.0  # the default reads commas or spaces
+
+
+def test_dashed_layout_and_bad_separators():
+    from tasks.depth.common import dashed_layout
+
+    assert dashed_layout(3) == "Smallest-Middle-Largest"
+    assert dashed_layout(4) == "Smallest-Middle1-Middle2-Largest" and dashed_layout(2) == "Smallest-Largest"
+    with pytest.raises(ValueError, match="separator"):
+        DepthOrder(separator="slash")
+    with pytest.raises(ValueError, match="separator"):
+        DepthOrder(points=3, style="choice", separator="dash")

@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from tasks import Jigsaw, SkipItem, answers
+from tasks.image import grid
 from tests.helpers import make_item
 
 GRIDS = [(1, 2), (2, 1), (2, 2), (3, 3), (2, 3)]
@@ -84,14 +85,16 @@ def _example_with_answer(task, truth):
 
 @pytest.mark.parametrize(
     "reward, accuracy",
-    # truth 1, 2, 3, 4 answered 2, 1, 3, 4: two of four in place; footrule distance 2 of max floor(16 / 2) = 8
-    [("exact", 0.0), ("fraction", 0.5), ("footrule", 0.75)],
+    # truth 1, 2, 3, 4 answered 2, 1, 3, 4: two of four in place; footrule distance 2 of max floor(16 / 2) = 8;
+    # of the 4 neighbour pairs (1|2, 3|4 side by side, 1/3, 2/4 one above the other) only 3|4 is kept
+    [("exact", 0.0), ("fraction", 0.5), ("footrule", 0.75), ("connections", 0.25)],
 )
 def test_reward_modes_on_one_swap(reward, accuracy):
     task = Jigsaw(reward=reward)
     example = _example_with_answer(task, [1, 2, 3, 4])
     parts = task.verify(example, "<answer>2, 1, 3, 4</answer>").parts
-    assert parts == {"accuracy": accuracy, "exact": 0.0, "fraction": 0.5, "footrule": 0.75, "format": 1.0}
+    assert parts == {"accuracy": accuracy, "exact": 0.0, "fraction": 0.5, "footrule": 0.75, "connections": 0.25,
+                     "format": 1.0}
 
 
 def test_one_swap_on_a_shuffled_truth():
@@ -110,7 +113,8 @@ def test_non_permutations_earn_nothing(answer):
     example = _example_with_answer(task, [1, 2, 3, 4])
     reward = task.verify(example, answer)
     # not a valid answer at all: no accuracy and no format reward
-    assert reward.parts == {"accuracy": 0.0, "exact": 0.0, "fraction": 0.0, "footrule": 0.0, "format": 0.0}
+    assert reward.parts == {"accuracy": 0.0, "exact": 0.0, "fraction": 0.0, "footrule": 0.0, "connections": 0.0,
+                            "format": 0.0}
     assert reward.total == 0.0
 
 
@@ -151,8 +155,56 @@ def test_any_image_mode_is_converted():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"rows": 1, "cols": 1}, {"rows": 0, "cols": 4}, {"reward": "kendall"}, {"min_tile": 0}]
+    "kwargs", [{"rows": 1, "cols": 1}, {"rows": 0, "cols": 4}, {"reward": "kendall"}, {"min_tile": 0},
+               {"mask_ratio": 0.5}, {"mask_ratio": -0.1}]
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         Jigsaw(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "truth, pred, rows, cols, kept",
+    [
+        ([1, 2, 3, 4], [1, 2, 3, 4], 2, 2, 1.0),
+        ([1, 2, 3, 4], [2, 1, 4, 3], 2, 2, 0.5),  # columns swapped: both top-bottom pairs kept, no left-right one
+        ([1, 2, 3, 4], [3, 4, 1, 2], 2, 2, 0.5),  # rows swapped: both left-right pairs kept
+        ([1, 2, 3], [3, 1, 2], 1, 3, 0.5),  # the strip shifted: 1|2 still side by side, 2|3 not
+        ([1, 2, 3], [2, 3, 1], 3, 1, 0.5),  # one column: 2 above 3 kept
+        ([4, 2, 1, 3], [4, 2, 1, 3], 2, 2, 1.0),
+        ([1, 2, 3, 4, 5, 6], [3, 1, 2, 6, 4, 5], 2, 3, 5 / 7),  # rows shifted: 1|2, 4|5 and all 3 columns kept
+        # 1|2 now straddle a row break (end of row 1, start of row 2): not side by side; 1 is still above 3
+        ([1, 2, 3, 4], [4, 1, 2, 3], 2, 2, 0.25),
+    ],
+)
+def test_neighbour_accuracy_by_hand(truth, pred, rows, cols, kept):
+    assert grid.neighbour_accuracy(pred, truth, rows, cols) == pytest.approx(kept)
+
+
+def test_connections_reward_pays_kept_neighbours():
+    task = Jigsaw(rows=1, cols=3, reward="connections", answer_format="bare", format_weight=0.5)
+    example = _example_with_answer(task, [1, 2, 3])
+    assert task.verify(example, "3, 1, 2").total == pytest.approx(0.5 + 0.5)
+    assert task.verify(example, "1, 2, 3").total == pytest.approx(1.5)
+
+
+def test_mask_ratio_blacks_out_the_borders_as_jigsaw_r1_does():
+    image = Image.new("RGB", (40, 20), (200, 100, 50))  # a 1 x 2 grid of 20 x 20 cells
+    pixels = np.asarray(grid.mask_borders(image, 1, 2, 0.2))
+    black = (pixels == 0).all(axis=-1)  # [20, 40]
+    # int(20 * 0.2) = 4 pixels at the outer edges, 2 on each side of the inner seam
+    assert black[:4].all() and black[-4:].all() and black[:, :4].all() and black[:, -4:].all()
+    assert black[:, 18:22].all() and not black[4:16, 4:18].any() and not black[4:16, 22:36].any()
+    assert np.asarray(image).min() == 50  # the source is not modified
+    task = Jigsaw(rows=2, cols=2, composite=True, mask_ratio=0.2, answer_format="bare")
+    example = task.make_example(make_item("image"), random.Random(0))  # 112 x 84: 56 x 42 cells
+    (shown,) = [p["image"] for p in example.messages[0]["content"] if p["type"] == "image"]
+    shown = np.asarray(shown)
+    # int(0.2 * 42) = 8 rows, int(0.2 * 56) = 11 columns at the edges; half of each (4, 5) on both sides of a seam
+    assert (shown[:8] == 0).all() and (shown[38:46] == 0).all() and (shown[:, 51:61] == 0).all()
+    assert shown[8:38, 11:51].min() > 0
+    assert "blacked out" in example.prompt_text
+    assert task.verify(example, task.answer_text(example)).parts["accuracy"] == 1.0
+    tiles = Jigsaw(rows=2, cols=2, mask_ratio=0.25).make_example(make_item("image"), random.Random(0))
+    first = np.asarray(next(p["image"] for p in tiles.messages[0]["content"] if p["type"] == "image"))
+    assert (first[:10] == 0).all() and (first[:, -14:] == 0).all() and first[10:32, 14:42].min() > 0

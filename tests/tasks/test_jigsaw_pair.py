@@ -57,3 +57,23 @@ def test_swap_transposes_the_grid_half_the_time():
         example = task.make_example(make_item("image"), random.Random(seed))
         horizontal = example.meta["rows"] == 1
         assert ("left of" in example.meta["options"][0]) == horizontal
+
+
+def test_shuffled_options_put_the_right_relation_at_any_letter():
+    fixed, shuffled = JigsawPair(rows=2, cols=2), JigsawPair(rows=2, cols=2, shuffle_options=True)
+    by_relation = {}
+    for seed in range(40):
+        example = shuffled.make_example(make_item("image", seed), random.Random(seed))
+        assert sorted(example.meta["options"]) == sorted(fixed.make_example(make_item("image"), random.Random(0))
+                                                         .meta["options"])
+        assert shuffled.verify(example, shuffled.render_answer(example)).parts["accuracy"] == 1.0
+        by_relation.setdefault(example.answer, set()).add(shuffled.answer_text(example))
+        # the prompt lists the options in the shuffled order
+        letter = shuffled.answer_text(example)
+        assert f"{letter}) {example.meta['pair'][0]} is {example.answer} {example.meta['pair'][1]}" \
+            in example.prompt_text
+    assert any(len(letters) > 1 for letters in by_relation.values())  # one relation, several letters
+    for seed in range(10):  # fixed order: a relation always has the same letter
+        example = fixed.make_example(make_item("image", seed), random.Random(seed))
+        assert fixed.answer_text(example) == answers.letter(list(example.meta["options"]).index(example.answer))
+        assert example.meta["options"] == fixed.make_example(make_item("image"), random.Random(0)).meta["options"]

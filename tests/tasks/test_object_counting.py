@@ -119,6 +119,28 @@ def test_scores_by_hand(answer, accuracy, exact):
         assert reward.parts == pytest.approx({"accuracy": accuracy, "exact": exact, "format": 1.0})
 
 
+@pytest.mark.parametrize(
+    "answer, accuracy",
+    [
+        ("3,2,4", 1.0), ("The answer is 3, 2, 4", 1.0), ("circles: 3, squares: 2, triangles: 4", 1.0),
+        ("3 2 4", 1.0), ("-3;2;4.", 1.0),  # every run of digits is a number, signs and separators aside
+        ("3 circles, 1 square, 4 triangles", (1 + 0.5 + 1) / 3),
+        ("3,2", None), ("3, 2, 4 and 1", None), ("3.5, 2, 4", None),  # 4 numbers: 3, 5, 2, 4
+        ("three, two, four", None), ("1234567890,2,4", None),  # a 10-digit run is no count
+    ],
+)
+def test_numbers_parse_reads_every_number_as_videossr_does(answer, accuracy):
+    task, example = _with_truth([3, 2, 4], parse="numbers")
+    reward = task.verify(example, answer)
+    if accuracy is None:
+        assert reward.parts == {"accuracy": 0.0, "exact": 0.0, "format": 0.0}
+    else:
+        assert reward.parts["accuracy"] == pytest.approx(accuracy) and reward.parts["format"] == 1.0
+    strict, example = _with_truth([3, 2, 4])
+    if answer not in ("3,2,4",):
+        assert strict.verify(example, answer).parts["format"] == 0.0  # the default reads counts only
+
+
 def test_kinds_set_the_question_and_answer_order():
     task = ObjectCounting(kinds=["triangle", "circle"], answer_format="bare")
     example = task.make_example(make_item("video"), random.Random(0))
@@ -138,7 +160,7 @@ def test_unusable_videos_raise_skip_item():
 @pytest.mark.parametrize(
     "kwargs",
     [{"kinds": []}, {"kinds": ["circle", "circle"]}, {"kinds": ["star"]}, {"max_frames_per_kind": 0},
-     {"max_per_frame": 0}, {"min_gap": 0}],
+     {"max_per_frame": 0}, {"min_gap": 0}, {"parse": "loose"}],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):

@@ -80,6 +80,15 @@ def test_grids_are_drawn_by_weight_and_named_in_the_prompt():
     assert slot_names(4, 1) == "Top-Middle1-Middle2-Bottom"
 
 
+@pytest.mark.parametrize("spec, kind, layout", [("1x3", "3 shuffled horizontal strips", "'Left-Middle-Right'"),
+                                                ("4x1", "4 shuffled vertical strips", "'Top-Middle1-Middle2-Bottom'"),
+                                                ("2x2", "4 shuffled patches", "'TopLeft-TopRight-")])
+def test_strips_are_named_as_spatial_ssrl_names_them(spec, kind, layout):
+    # Spatial-SSRL: one row of strips is "horizontal strips ... 'Left-Middle-Right'", one column is vertical
+    prompt = PatchReorder(grids=[spec]).make_example(make_item("image"), random.Random(0)).prompt_text
+    assert kind in prompt and layout in prompt
+
+
 @pytest.mark.parametrize("kwargs", [{"grids": ["2by2"]}, {"grids": ["1x1"]}, {"grids": []}, {"mask": 2.0},
                                     {"grid_weights": [1, 2]}, {"reward": "kendall"}])
 def test_bad_arguments_raise(kwargs):

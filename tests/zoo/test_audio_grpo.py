@@ -4,44 +4,16 @@ one prompt, and an audio folder with a corrupt file."""
 import random
 from functools import partial
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from datamodules import AudioFolder, PretextDataModule, SyntheticAudio
-from tasks import AudioAnomalyGrounding, AudioJigsaw, AudioSpeed, Example, Task, answers
-from tasks.audio.common import audio_part, waveform_of
-from tests.helpers import grpo_fit
+from tasks import AudioAnomalyGrounding, AudioJigsaw, AudioSpeed
+from tests.helpers import LoudOrQuiet, grpo_fit
 from zoo import QwenAudioPolicy, QwenOmniPolicy
 
 AUDIO_TASKS = [AudioJigsaw(segments=2, answer_format="bare"), AudioAnomalyGrounding(min_seconds=0.2, max_seconds=0.4),
                AudioSpeed(speeds=[0.5, 2.0], reverse=False, answer_format="bare")]
-
-
-class LoudOrQuiet(Task):
-    """Hear a clip and see a bar whose height is its loudness; answer whether the two agree (audio + image)."""
-
-    name = "loud_or_quiet"
-    modality = "audio"
-
-    def make_example(self, item, rng):
-        wave = waveform_of(item) * rng.choice((0.1, 1.0))
-        agree = rng.random() < 0.5
-        loud = np.abs(wave).max() > 0.2
-        height = 50 if loud == agree else 20  # a tall bar says "loud"
-        bar = np.zeros((56, 56, 3), np.uint8)
-        bar[56 - height:, 20:36] = 255
-        media = [audio_part(wave, item.sampling_rate), {"type": "image", "image": Image.fromarray(bar)}]
-        question = f"Does the bar show how loud the sound is?\n{answers.choice_prompt(['yes', 'no'])}"
-        return Example(self.user_message(media, question), "yes" if agree else "no", self.name)
-
-    def answer_text(self, example):
-        return answers.letter(["yes", "no"].index(example.answer))
-
-    def score(self, example, answer):
-        chosen = answers.parse_letter(answer, ["yes", "no"])
-        return None if chosen is None else {"accuracy": float(chosen == example.answer)}
 
 
 def fit(policy, data: PretextDataModule, steps: int = 2):

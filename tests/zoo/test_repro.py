@@ -1,5 +1,5 @@
 """`zoo repro`: each claim's script at a reduced budget (a few steps, 8 held-out items). The headline results
-need the full budget (README, "Reproductions"); here the tables, the JSON, the held-out sets and what is
+need the full budget (docs/reproductions.md); here the tables, the JSON, the held-out sets and what is
 robust after a few steps (the zero-variance mechanism, the KL term) are checked."""
 
 import json

@@ -1,6 +1,6 @@
-"""Small-scale reproductions of paper claims on a CPU with tiny models: ``zoo repro <claim>`` (see README,
-"Reproductions"). Each claim is a module with ``STEPS`` and ``main(options)`` that trains its arms through the
-library, prints a table and says whether the claim held."""
+"""Small-scale reproductions of paper claims on a CPU with tiny models: ``zoo repro <claim>`` (see
+docs/reproductions.md). Each claim is a module with ``STEPS`` and ``main(options)`` that trains its arms through
+the library, prints a table and says whether the claim held."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def repro(claim: Claim, steps: int | None = None, seeds: list[int] | None = None
     Args:
         claim: ``graded_reward`` (graded permutation rewards learn where a binary one stalls),
             ``grid_transfer`` (one jigsaw grid size transfers to another) or ``kl_penalty`` (no KL term vs 0.04).
-        steps: GRPO steps per arm (None: the claim's full CPU budget, whose numbers README reports).
+        steps: GRPO steps per arm (None: the claim's full CPU budget, whose numbers docs/reproductions.md reports).
         seeds: Seeds, each a run of every arm (None: ``[0]``).
         arms: Run only these arms, by name (None: all).
         val_size: Held-out items per evaluation set.
