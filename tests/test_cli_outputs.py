@@ -78,13 +78,12 @@ def test_logs_and_the_final_checkpoint_go_under_default_root_dir(three_steps):
 
 
 def test_the_logs_keep_to_their_caps(three_steps):
-    cwd, out = three_steps
+    cwd, _ = three_steps
     version = cwd / "D" / "lightning_logs" / "version_0"
     predictions = [json.loads(line) for line in (version / "predictions.jsonl").read_text().splitlines()]
     assert [row["uid"] for row in predictions] == ["0:val:0:0", "0:val:0:1"]  # of 4 validation examples
     rollouts = (version / "rollouts.jsonl").read_text().splitlines()
     assert 1 <= len(rollouts) < 8 and (version / "rollouts.jsonl").stat().st_size <= 2500  # 4 train + 4 val rows
-    assert "rollouts.jsonl reached max_bytes=2500" in out
 
 
 def test_the_progress_line_counts_steps_and_shows_reward(three_steps):
