@@ -1,10 +1,10 @@
-"""The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules.
+"""The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules, plus the tools.
 
-``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
-``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
-``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
-``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
+``zoo --help`` lists every command; ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``;
+``zoo fit --print_config``; ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory);
+``zoo list`` (models, tasks, sources); ``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro
+<claim>`` (small-scale paper reproductions); ``zoo preview --config <yaml>`` (a contact sheet of what the policy
+sees); ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
 """
 
 from __future__ import annotations
