@@ -59,12 +59,12 @@ def tiny_checkpoint(model: dict) -> str:
 
 
 def audio_qa(source: dict, folder: Path) -> dict:
-    """The config's `AudioQAJsonl` over four synthetic clips written to ``folder``."""
+    """The config's `AudioQAJsonl` over eight synthetic clips written to ``folder``."""
     import soundfile
 
     from datamodules import SyntheticAudio
 
-    clips = SyntheticAudio(size=4, seconds=2.0)
+    clips = SyntheticAudio(size=8, seconds=2.0)
     rows = []
     for i in range(len(clips)):
         soundfile.write(folder / f"clip{i}.wav", clips[i].waveform, clips[i].sampling_rate)
