@@ -293,7 +293,9 @@ def _split(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], s
         train, ranges = _split_one(source, own, sizes)
         feeds["train"][modality] = Feed(source, train)
         for split, items in ranges.items():
-            feeds[split][modality] = Feed(source if own[split] is None else own[split], items)
+            other = own[split]  # spares from its own source replace unusable held-out items; none from training
+            pool = items if other is None else range(len(other))
+            feeds[split][modality] = Feed(source if other is None else other, items, pool)
     for split in sizes:
         if len({bool(feed.items) for feed in feeds[split].values()}) > 1:
             raise ValueError(f"a {split}_source is empty while other modalities have {split} items")

@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from datamodules.bench_export import FORMAT
 from datamodules.bench_files import load_messages
-from tasks import Example, Reward, SkipItem, Task
+from datamodules.sources.jsonl import json_lines
+from tasks import Example, Reward, Task
 
 log = logging.getLogger(__name__)
 
@@ -133,18 +134,19 @@ def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[d
     """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
     the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    lines = list(json_lines(path)) if path.is_file() else []
     if len(lines) < expected:
         skips[name] += expected - len(lines)
         log.warning("skipping %d examples of %s: %s holds %d of the %d lines the manifest counts",
                     expected - len(lines), name, path, len(lines), expected)
-    for number, text in enumerate(lines, 1):
+    for number, line in lines:
         try:
-            line = json.loads(text)
+            if isinstance(line, dict) and "_error" in line:
+                raise ValueError(line["_error"])
             to_example(folder, line)
-        except (SkipItem, ValueError, KeyError, TypeError, AttributeError) as err:
+        except Exception as err:  # whatever a damaged line raises: that example is skipped, not the set
             skips[name] += 1
-            log.warning("skipping %s line %d: %s", path, number, err)
+            log.warning("skipping %s line %d: %s", path, number, f"{type(err).__name__}: {str(err)[:300]}")
             continue
         good.append(line)
     return good

@@ -29,10 +29,13 @@ STAGE_KEY = "curriculum_stage"
 
 @dataclass(frozen=True)
 class Feed:
-    """Where the items of one modality come from in one split: a source and the indices it contributes."""
+    """Where the items of one modality come from in one split: a source, the indices it contributes, and the
+    indices an unusable held-out item may be replaced from (``pool``, which starts with ``items``; None: only
+    ``items``)."""
 
     source: Source
     items: range
+    pool: range | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,12 @@ class Mix:
 def _keep(batch: list[Example]) -> list[Example]:
     """Collate that keeps a batch as built (module level, so worker processes can pickle it)."""
     return batch
+
+
+def _reason(err: Exception) -> str:
+    """An error as one line of a skip log: a SkipItem's own message, else its type and message."""
+    text = str(err) if isinstance(err, SkipItem) else f"{type(err).__name__}: {err}"
+    return " ".join(text.split())[:500]
 
 
 class _Batch(list):
@@ -106,34 +115,48 @@ class ExampleStream(IterableDataset):
 
     def example(self, i: int, skips: list[tuple[str, int, str, str]]) -> Example:
         """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
-        next position of the item order (same task, same random stream)."""
+        next `candidate` (same task, same random stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
         uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
         rng = random.Random(uid)
         stage = self.stage(i)
         task = self.task(i, self.mixes[stage], rng)
-        feed = self.feeds[task.modality]
-        for attempt in range(MAX_CONSECUTIVE_SKIPS):
-            index = self.item_index(i + attempt, task.modality)
+        feed, first = self.feeds[task.modality], len(skips)
+        if task.partners and len(feed.items) < 2:
+            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
+        for attempt in range(self.attempts(feed)):
+            index = self.candidate(i, attempt, task.modality)
             try:
                 item = self._item(feed, index, task, rng)
-            except SkipItem as err:
-                skips.append((task.modality, getattr(err, "index", index), err.kind or "unreadable", str(err)))
+            except Exception as err:  # SkipItem, or whatever else a source raises on a bad item
+                kind = getattr(err, "kind", None) or "unreadable"
+                skips.append((task.modality, getattr(err, "index", index), kind, _reason(err)))
                 continue
             try:
-                example = task.make_example(item, rng)
-            except SkipItem as err:  # a readable item this task cannot use (too small, no valid depth, ...)
-                skips.append((task.modality, index, err.kind or f"rejected_by_{task.name}", str(err)))
+                example = task.check_answerable(task.make_example(item, rng))
+            except Exception as err:  # a readable item this task cannot use (too small, no valid depth, ...)
+                kind = getattr(err, "kind", None) or f"rejected_by_{task.name}"
+                skips.append((task.modality, index, kind, _reason(err)))
                 continue
             example.uid = uid
             if stage:
                 example.meta[STAGE_KEY] = stage
             return example
+        raise ValueError(self.exhausted(task, feed, skips[first:]))
+
+    def attempts(self, feed: Feed) -> int:
+        """How many items an example tries before the source counts as broken."""
+        return MAX_CONSECUTIVE_SKIPS
+
+    def candidate(self, i: int, attempt: int, modality: str) -> int:
+        """The item the ``attempt``-th try at example ``i`` reads: the next positions of the item order."""
+        return self.item_index(i + attempt, modality)
+
+    def exhausted(self, task: Task, feed: Feed, skips: list[tuple[str, int, str, str]]) -> str:
+        """The one-line error of an example none of whose `attempts` found a usable item."""
         last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
-        raise ValueError(
-            f"{MAX_CONSECUTIVE_SKIPS} consecutive items of {type(feed.source).__name__} could not be used by "
-            f"task {task.name!r}; the source looks broken. Last failures: {last}"
-        )
+        return (f"{len(skips)} consecutive items of {type(feed.source).__name__} could not be used by task "
+                f"{task.name!r}; the source looks broken. Last failures: {last}")
 
     @staticmethod
     def _item(feed: Feed, index: int, task: Task, rng: random.Random):
@@ -142,17 +165,16 @@ class ExampleStream(IterableDataset):
         item = feed.source[index]
         if not task.partners:
             return item
-        if len(feed.items) < 2:
-            raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
         others = []
         for _ in range(task.partners):
             k = rng.randrange(len(feed.items) - 1)
             partner = feed.items[k + (k >= index - feed.items.start)]  # any item but this one
             try:
                 others.append(feed.source[partner])
-            except SkipItem as err:
-                err.index = partner
-                raise
+            except Exception as err:
+                skip = err if isinstance(err, SkipItem) else SkipItem(_reason(err))
+                skip.index = partner
+                raise skip from err
         return [item, *others]
 
     def note_skips(self, skips: list[tuple[str, int, str, str]]) -> None:
@@ -228,9 +250,27 @@ class HeldOutStream(ExampleStream):
     def batch_indices(self, b: int) -> Sequence[int]:
         return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
 
-    def item_index(self, position: int, modality: str) -> int:
-        items = self.feeds[modality].items
-        return items[position % len(items)]
+    def attempts(self, feed: Feed) -> int:
+        return min(MAX_CONSECUTIVE_SKIPS, len(feed.pool or feed.items))  # each held-out item once at most
+
+    def candidate(self, i: int, attempt: int, modality: str) -> int:
+        """Example ``i``'s own item; when unusable, the spare items of the held-out pool (those no example
+        uses, each example starting at another one), then the other examples' items."""
+        feed = self.feeds[modality]
+        items = feed.items
+        spare = (feed.pool or items)[len(items):]
+        if attempt == 0:
+            return items[i % len(items)]
+        if attempt <= len(spare):
+            return spare[(i + attempt - 1) % len(spare)]
+        return items[(i + attempt - len(spare)) % len(items)]
+
+    def exhausted(self, task: Task, feed: Feed, skips: list[tuple[str, int, str, str]]) -> str:
+        names = list(dict.fromkeys(feed.source.describe(j) for _, j, _, _ in skips))
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        return (f"no usable held-out item for task {task.name!r}: all {len(names)} tried of "
+                f"{type(feed.source).__name__} are unusable ({shown}; the first: {skips[0][3]}). Fix or remove "
+                f"them, give a {self.stream}_source, or set {self.stream}_size: 0")
 
     def stage(self, i: int) -> int:
         return 0  # held-out examples never change

@@ -21,9 +21,9 @@ FORMATS = ("tags", "boxed", "bare")
 PERMUTATION_SCORES = ("exact", "fraction", "footrule")
 T = TypeVar("T")
 
-_THINK = r"\s*<think>(?P<think>.*?)</think>"
-_TAGS = re.compile(r"(?:" + _THINK + r")?\s*<answer>(?P<answer>.*?)</answer>\s*", re.DOTALL)
 _TAG = re.compile(r"</?(?:think|answer)>")
+_THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")  # no two quantifiers compete: linear
+_OPEN, _CLOSE = "<answer>", "</answer>"
 _BOXED = r"\\boxed\{"
 _INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*")
 
@@ -51,12 +51,12 @@ def wrap(answer: str, answer_format: str, think: bool) -> str:
 
 
 def extract(completion: str, answer_format: str, think: bool) -> tuple[str | None, bool]:
-    """Return ``(answer, well_formed)``; ``answer`` is None unless the whole completion is well formed."""
+    """Return ``(answer, well_formed)``; ``answer`` is None unless the whole completion is well formed.
+
+    Linear in the length of the completion whatever it holds: no pattern here can backtrack.
+    """
     if answer_format == "tags":
-        match = _TAGS.fullmatch(completion)
-        if not match or (think and match["think"] is None):
-            return None, False
-        answer = match["answer"].strip()
+        answer = _extract_tags(completion, think)
     elif answer_format == "boxed":
         answer = _extract_boxed(completion, think)
     else:
@@ -66,22 +66,48 @@ def extract(completion: str, answer_format: str, think: bool) -> tuple[str | Non
     return answer, True
 
 
+def _extract_tags(completion: str, think: bool) -> str | None:
+    """The answer of a completion laid out ``<think>...</think><answer>...</answer>`` (the think block optional
+    unless ``think``; whitespace around the blocks allowed): the text between the first ``<answer>`` after the
+    first ``</think>`` that one follows, and the final ``</answer>``, stripped."""
+    body = completion.strip()
+    if not body.endswith(_CLOSE):
+        return None
+    start = None
+    if body.startswith("<think>"):
+        after = _THINK_THEN_ANSWER.search(body, len("<think>"))
+        start = after.end() if after else None
+    if start is None and not think and body.startswith(_OPEN):
+        start = len(_OPEN)
+    end = len(body) - len(_CLOSE)
+    return body[start:end].strip() if start is not None and start <= end else None
+
+
+def _after_think(text: str) -> int | None:
+    """Where the text after a leading think block (``<think>...</think>``, whitespace before it) starts."""
+    stripped = text.lstrip()
+    close = stripped.find("</think>", len("<think>")) if stripped.startswith("<think>") else -1
+    return None if close < 0 else len(text) - len(stripped) + close + len("</think>")
+
+
 def _extract_boxed(completion: str, think: bool) -> str | None:
     """Content of the single ``\\boxed{...}`` (balanced braces) after an optional or required think block."""
     text = completion
     if think:
-        match = re.match(_THINK, completion, re.DOTALL)
-        if not match:
+        start = _after_think(completion)
+        if start is None:
             return None
-        text = completion[match.end():]
+        text = completion[start:]
     starts = [m.end() for m in re.finditer(_BOXED, text)]
     if len(starts) != 1:
         return None
-    depth, start = 1, starts[0]
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
+    start = position = starts[0]
+    depth = 1
+    while (close := text.find("}", position)) >= 0:  # one step per closing brace, the opening ones counted
+        depth += text.count("{", position, close) - 1
         if depth == 0:
-            return text[start:i].strip()
+            return text[start:close].strip()
+        position = close + 1
     return None
 
 
@@ -93,11 +119,27 @@ def parse_int(answer: str) -> int | None:
 
 def parse_choice(answer: str, choices: Sequence[str]) -> str | None:
     """One of ``choices`` (case-insensitive, optional surrounding brackets or a trailing period)."""
-    match = re.fullmatch(r"\s*[(\[]?\s*([^()\[\]]+?)\s*[)\]]?\s*\.?\s*", answer)
-    if not match:
+    text = _unwrap(answer)
+    if text is None:
         return None
     by_key = {c.lower(): c for c in choices}
-    return by_key.get(match[1].lower())
+    return by_key.get(text.lower())
+
+
+def _unwrap(answer: str) -> str | None:
+    """``answer`` less surrounding whitespace, a trailing period and one pair of brackets (``()`` or ``[]``,
+    either side optional); None when nothing is left or a bracket remains inside. String operations only: a
+    pattern for the same thing backtracks for seconds on a few hundred spaces."""
+    text = answer.strip()
+    if len(text) > 1 and text.endswith("."):
+        text = text[:-1].rstrip()
+    if text[-1:] in (")", "]"):
+        text = text[:-1].rstrip()
+    if text[:1] in ("(", "["):
+        text = text[1:].lstrip()
+    if not text or any(bracket in text for bracket in "()[]"):
+        return None
+    return text
 
 
 def letter(index: int) -> str:
@@ -111,10 +153,17 @@ def choice_prompt(options: Sequence[str]) -> str:
     return f"{listed}\nAnswer with the letter of the correct option."
 
 
-def parse_letter(answer: str, options: Sequence[T]) -> T | None:
-    """The option a lettered answer picks (see `parse_choice` for what is accepted), or None."""
+def parse_letter(answer: str, options: Sequence[T], strict: bool = False) -> T | None:
+    """The option a lettered answer picks, or None.
+
+    Args:
+        answer: The extracted answer.
+        options: The options, lettered A, B, ... in order.
+        strict: Only the option's uppercase letter, alone, counts (what strict exact-match harnesses and
+            Jigsaw-R1's format check accept); False also takes what `parse_choice` takes (``b``, ``(B)``, ``B.``).
+    """
     letters = [letter(i) for i in range(len(options))]
-    chosen = parse_choice(answer, letters)
+    chosen = (answer.strip() if answer.strip() in letters else None) if strict else parse_choice(answer, letters)
     return None if chosen is None else options[letters.index(chosen)]
 
 
@@ -165,9 +214,10 @@ def order_answer(truth: Sequence[int], style: str) -> str:
     return letter(orderings(len(truth)).index(list(truth))) if style == "choice" else order_text(truth)
 
 
-def parse_order(answer: str, k: int, style: str) -> list[int] | None:
-    """The ordering an answer gives, in either style; None for anything but a valid order or option."""
-    return parse_letter(answer, orderings(k)) if style == "choice" else parse_permutation(answer, k)
+def parse_order(answer: str, k: int, style: str, strict: bool = False) -> list[int] | None:
+    """The ordering an answer gives, in either style; None for anything but a valid order or option
+    (``strict``: see `parse_letter`)."""
+    return parse_letter(answer, orderings(k), strict) if style == "choice" else parse_permutation(answer, k)
 
 
 def shuffle_answer(shown: Sequence[int]) -> list[int]:

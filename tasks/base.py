@@ -144,6 +144,9 @@ class Task(ABC):
         repetition_penalty: Subtracted from the total of a completion that repeats a long line (at least
             `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its answer (Visual
             Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it when this is > 0.
+        strict_letters: Where the answer is an option letter, only that uppercase letter alone counts (what a
+            strict exact-match harness accepts); False also takes ``b``, ``(B)`` and ``B.``. No effect on
+            answers that are not letters.
     """
 
     name: ClassVar[str]
@@ -155,7 +158,7 @@ class Task(ABC):
     partners: int = 0
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
-                 repetition_penalty: float = 0.0):
+                 repetition_penalty: float = 0.0, strict_letters: bool = False):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
@@ -166,6 +169,7 @@ class Task(ABC):
         self.think = think
         self.format_weight = format_weight
         self.repetition_penalty = repetition_penalty
+        self.strict_letters = strict_letters
 
     @property
     def max_reward(self) -> float:
@@ -188,6 +192,16 @@ class Task(ABC):
     def render_answer(self, example: Example) -> str:
         """The completion a perfect policy writes."""
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
+
+    def check_answerable(self, example: Example) -> Example:
+        """``example`` if the completion `render_answer` writes for it earns `max_reward`; `SkipItem`
+        otherwise (an option text the answer format cannot carry, a target no valid answer reaches): no
+        completion could get such an example right, so it would only teach noise."""
+        earned = self.verify(example, self.render_answer(example)).total
+        if not earned >= self.max_reward - 1e-9:
+            raise SkipItem(f"unanswerable: the right answer {self.answer_text(example)[:80]!r} earns {earned:.3g} "
+                           f"of {self.max_reward:.3g}")
+        return example
 
     def instruction(self) -> str:
         """The sentence appended to each prompt that states the expected answer format."""

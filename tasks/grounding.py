@@ -18,10 +18,12 @@ from PIL import Image
 
 from tasks.base import Example, SkipItem, Task
 
-_NUM = r"\d{1,6}(?:\.\d{1,6})?"
-_FLAT = re.compile(rf"({_NUM}),({_NUM}),({_NUM}),({_NUM})")
+_NUM = r"\s*(\d{1,6}(?:\.\d{1,6})?)\s*"
+# the three ways models write a box, matched on the stripped answer; numbers and separators alternate, so
+# no two quantifiers compete for the same characters (no backtracking) and nothing but spaces is dropped
+_BOXES = (re.compile(rf"\[{_NUM},{_NUM},{_NUM},{_NUM}\]"), re.compile(rf"{_NUM},{_NUM},{_NUM},{_NUM}"),
+          re.compile(rf"\({_NUM},{_NUM}\)\s*,\s*\({_NUM},{_NUM}\)"))
 _QWEN2_TOKENS = re.compile(r"<\|object_ref_start\|>[^<]{0,500}<\|object_ref_end\|>|<\|box_(?:start|end)\|>")
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 _MAX_JSON = 2000  # characters: one box in JSON is far shorter; longer answers are not parsed at all
 
 
@@ -72,16 +74,23 @@ def parse_box(answer: str) -> list[float] | None:
     """One box ``[x1, y1, x2, y2]`` (non-negative, ``x1 <= x2``, ``y1 <= y2``) written as four numbers in
     brackets, as ``(x1,y1),(x2,y2)`` (Qwen2-VL's box tokens allowed), or as Qwen2.5-VL / Qwen3-VL JSON
     ``{"bbox_2d": [...]}`` (alone, in a one-element list, or in a code fence); None for anything else."""
-    text = _FENCE.fullmatch(answer.strip())
-    text = _QWEN2_TOKENS.sub("", text[1] if text else answer).strip()
+    text = _QWEN2_TOKENS.sub("", _unfenced(answer.strip())).strip()
     if re.match(r"(?:\[\s*)?\{", text):
         box = _json_box(text)
     else:
-        match = _FLAT.fullmatch(re.sub(r"[\s\[\]()]", "", text))
+        match = next((m for m in (form.fullmatch(text) for form in _BOXES) if m), None)
         box = [float(v) for v in match.groups()] if match else None
     if box is None or box[0] > box[2] or box[1] > box[3]:
         return None
     return box
+
+
+def _unfenced(text: str) -> str:
+    """The inside of a Markdown code fence (```` ```json ... ``` ````), or ``text`` when it is not one."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    inside = text[3:-3]
+    return inside.removeprefix("json").strip()
 
 
 def _json_box(text: str) -> list[float] | None:

@@ -59,8 +59,8 @@ class MultipleChoice(Task):
 
     Args:
         labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case, ``(B)``
-            and ``B.`` accepted). ``"text"``: options listed as a Python-style list, the answer is the option's
-            text exactly (R1-AQA).
+            and ``B.`` accepted, unless ``strict_letters``). ``"text"``: options listed as a Python-style list,
+            the answer is the option's text exactly (R1-AQA).
         shuffle_choices: Present the options in a random order (from the example's rng) instead of as stored
             (benchmarks keep the stored order: ``false``).
         **kwargs: Answer format options, see `tasks.Task`.
@@ -81,8 +81,9 @@ class MultipleChoice(Task):
         return [media_part(m) for m in item.media]
 
     def make_example(self, item: Question, rng: random.Random) -> Example:
-        choices = [str(c) for c in item.choices]
-        if len(choices) < 2 or len(set(choices)) != len(choices) or item.answer not in choices:
+        # stripped: an extracted answer is, so an option with a space around it could never be chosen by text
+        choices, answer = [str(c).strip() for c in item.choices], str(item.answer).strip()
+        if len(choices) < 2 or len(set(choices)) != len(choices) or answer not in choices:
             raise SkipItem(f"{_name(item)}: need >= 2 distinct choices containing the answer, got {choices} with "
                            f"answer {item.answer!r}")
         if self.labels == "letters" and len(choices) > 26:
@@ -95,7 +96,7 @@ class MultipleChoice(Task):
         else:
             listing = f"Options: {choices}. Answer with the text of one option, exactly as written."
         question = f"{item.question.strip()}\n{listing}"
-        return Example(self.user_message(media, question), item.answer, self.name, {"choices": choices})
+        return Example(self.user_message(media, question), answer, self.name, {"choices": choices})
 
     def answer_text(self, example: Example) -> str:
         if self.labels == "letters":
@@ -104,7 +105,10 @@ class MultipleChoice(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         choices = example.meta["choices"]
-        chosen = answers.parse_letter(answer, choices) if self.labels == "letters" else answer
+        if self.labels == "letters":
+            chosen = answers.parse_letter(answer, choices, self.strict_letters)
+        else:
+            chosen = answer
         if chosen not in choices:
             return None
         return {"accuracy": float(chosen == example.answer)}

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
+import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import Callback, LightningDataModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
@@ -139,6 +140,21 @@ class ZooCLI(LightningCLI):
                 raise ValueError(f"--ckpt_path {ckpt_path}: {reason}; give a checkpoint that zoo fit wrote "
                                  "(a .ckpt file or a sharded folder), or `last`")
 
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI merges a checkpoint's hyperparameters into the config; here only as data (`zoo.trust`):
+        the class must be zoo's or the config's own, and ``trust_remote_code`` never comes from a checkpoint."""
+        from zoo.trust import checkpoint_model
+
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        hparams = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("hyper_parameters", {})
+        config_class = (self.config[subcommand].get("model") or {}).get("class_path")
+        model = checkpoint_model(hparams, config_class, source=ckpt_path)
+        if model is not None:
+            self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
+
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
         if config is not None:
@@ -212,16 +228,18 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
-def export_checkpoint(*, ckpt: str, out: str) -> None:
+def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -> None:
     """Write a training checkpoint's policy as a Hugging Face directory (LoRA merged, processor included).
 
     Args:
         ckpt: A ``.ckpt`` file, or the folder a GRPOFSDPStrategy run saved.
         out: The output directory: model, processor and chat template, for ``from_pretrained``.
+        policy: Import paths of the checkpoint's policy class when it is not one of zoo's (a checkpoint alone
+            never makes zoo import a class).
     """
     from zoo.export import export
 
-    print(f"[zoo] exported {ckpt} to {export(ckpt, out)}")
+    print(f"[zoo] exported {ckpt} to {export(ckpt, out, policy or [])}")
 
 
 #: The tools besides the Trainer's commands: ``module:attribute`` of a typed function, a dataclass whose instance

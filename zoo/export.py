@@ -3,16 +3,14 @@ included) that ``from_pretrained`` and serving engines load."""
 
 from __future__ import annotations
 
-import importlib
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
 from zoo.policy import PolicyModule
-
-#: Hyperparameters LightningCLI stores beside the policy's own arguments, and the training-only factories.
-_NOT_ARGUMENTS = ("_class_path", "_instantiator", "optimizer", "scheduler")
+from zoo.trust import plain_hparams, policy_class
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -34,23 +32,30 @@ def read_checkpoint(path: str | Path) -> dict:
     return checkpoint
 
 
-def policy_from_checkpoint(path: str | Path) -> PolicyModule:
-    """Rebuild the policy a checkpoint was trained with (its class and hyperparameters) and load its weights."""
+def policy_from_checkpoint(path: str | Path, allowed: Iterable[str] = ()) -> PolicyModule:
+    """Rebuild the policy a checkpoint was trained with (its class and hyperparameters) and load its weights.
+
+    Args:
+        path: The checkpoint.
+        allowed: Import paths of policy classes outside zoo that the checkpoint may name (`zoo.trust`).
+    """
     checkpoint = read_checkpoint(path)
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
+    hparams = checkpoint.get("hyper_parameters") or {}
+    if not isinstance(hparams, dict):
+        raise ValueError(f"{path}: hyper_parameters must be a dict, got {type(hparams).__name__}")
     class_path = checkpoint.get("policy_class") or hparams.get("_class_path")
     if not class_path:
         raise ValueError(f"{path} names no policy class: was it written by a zoo PolicyModule?")
-    module_name, _, name = class_path.rpartition(".")
-    cls = getattr(importlib.import_module(module_name), name)
-    policy = cls(**{k: v for k, v in hparams.items() if k not in _NOT_ARGUMENTS})
+    cls = policy_class(class_path, allowed)
+    policy = cls(**plain_hparams(hparams, str(path)))
     policy.configure_model()
     policy.load_state_dict(checkpoint["state_dict"])
     return policy
 
 
-def export(ckpt: str | Path, out: str | Path) -> Path:
-    """Write the checkpoint's policy to ``out`` as a Hugging Face directory; returns ``out``."""
-    policy = policy_from_checkpoint(ckpt)
+def export(ckpt: str | Path, out: str | Path, allowed: Iterable[str] = ()) -> Path:
+    """Write the checkpoint's policy to ``out`` as a Hugging Face directory; returns ``out``. ``allowed``: see
+    `policy_from_checkpoint`."""
+    policy = policy_from_checkpoint(ckpt, allowed)
     policy.save_pretrained(str(out))
     return Path(out)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from datamodules.sources.audio_folder import check_decoding, decode
 from datamodules.sources.base import Source
-from datamodules.sources.jsonl import inside
+from datamodules.sources.jsonl import inside, json_lines
 from tasks import AudioQA
 
 log = logging.getLogger(__name__)
@@ -46,13 +45,11 @@ class AudioQAJsonl(Source):
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         self.rows: list[dict] = []
         reasons: list[str] = []
-        for number, line in enumerate(file.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
+        for number, row in json_lines(file):
             try:
-                self.rows.append(self._row(line))
-            except ValueError as err:
-                reasons.append(f"line {number}: {err}")
+                self.rows.append(self._row(row))
+            except Exception as err:  # whatever a malformed row raises: skipped and counted, never fatal
+                reasons.append(f"{file}:{number}: {str(err)[:200]}")
         self.skipped_rows = len(reasons)
         if reasons:
             log.warning("%s: skipped %d of %d rows, e.g. %s", file, len(reasons), len(reasons) + len(self.rows),
@@ -60,12 +57,10 @@ class AudioQAJsonl(Source):
         if not self.rows:
             raise ValueError(f"no usable rows in {str(file)!r}")
 
-    def _row(self, line: str) -> dict:
+    def _row(self, row: object) -> dict:
         """A checked row ``{"audio": absolute path, "question", "choices", "answer"}``; ValueError if unusable."""
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"not JSON ({err.msg})") from None
+        if isinstance(row, dict) and "_error" in row:
+            raise ValueError(row["_error"])
         if not isinstance(row, dict):
             raise ValueError("not a JSON object")
         name = next((row[k] for k in AUDIO_KEYS if k in row), None)

@@ -58,15 +58,16 @@ class Benchmark(Source):
         """The records of every usable row (the first ``limit``), and the skipped rows, logged."""
         skips = RowSkips(type(self).__name__, str(where))
         records: list[dict] = []
-        for number, row in tables.read_rows(files, type(self).__name__):
+        for number, place, row in tables.read_rows(files, type(self).__name__):
             if limit is not None and len(records) >= limit:
                 break
             try:
                 if not isinstance(row, dict) or "_error" in row:
                     raise ValueError(row.get("_error", "not an object") if isinstance(row, dict) else "not an object")
                 records.extend(self.parse(row, f"{where.name}[{number}]"))
-            except (ValueError, SkipItem) as err:
-                skips.add(number, str(err))
+            except Exception as err:  # whatever a bad row raises (a decoder's error, RecursionError, ...): skipped
+                skips.add(place, str(err)[:300] if isinstance(err, ValueError | SkipItem) else
+                          f"{type(err).__name__}: {str(err)[:200]}")
         skips.report()
         return records[:limit], skips  # a row of several sentences may pass the limit
 

@@ -44,11 +44,11 @@ class FramePairs(Source):
         self.pairs: list[tuple[Path, Path, str, str]] = []
         for t, (before, after, label, line) in enumerate(found):
             try:
-                if label not in self.actions:
-                    raise ValueError(f"action {label!r} is not in the action set {list(self.actions)}")
+                if not isinstance(label, str) or label not in self.actions:
+                    raise ValueError(f"action {label!r} is not in the action set {list(self.actions)}"[:200])
                 self.pairs.append((inside(self.root, before), inside(self.root, after), label, f"line {line} pair {t}"))
-            except ValueError as err:
-                skips.add(line, f"bad pair: {err}")
+            except Exception as err:  # whatever a malformed pair raises
+                skips.add(line, f"bad pair: {type(err).__name__}: {str(err)[:200]}")
         skips.report()
         self.skipped = skips.count
         if not self.pairs:

@@ -49,8 +49,8 @@ class GUITrajectories(Source):
             for t in range(_num_windows(row, line, skips, steps)):
                 try:
                     self.transitions.append(self._step(row, t, line))
-                except (ValueError, TypeError, KeyError, AttributeError) as err:
-                    skips.add(line, f"{type(err).__name__}: step {t}: {err}")
+                except Exception as err:  # whatever a malformed step raises (IndexError, OverflowError, ...)
+                    skips.add(line, f"{type(err).__name__}: step {t}: {str(err)[:200]}")
         skips.report()
         self.skipped = skips.count
         if not self.transitions:

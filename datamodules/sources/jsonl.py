@@ -25,17 +25,21 @@ def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"{owner}: {str(file)!r} is not a JSONL file")
-    return file.parent.resolve(), _lines(file)
+    return file.parent.resolve(), json_lines(file)
 
 
-def _lines(file: Path) -> Iterator[tuple[int, dict]]:
-    with open(file, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
+def json_lines(file: Path) -> Iterator[tuple[int, object]]:
+    """The ``(line number, value)`` of each non-blank line; a line that is not UTF-8 JSON (an invalid byte,
+    nesting deeper than the parser's stack, ...) comes as ``{"_error": reason}``, so one bad line
+    never stops the file."""
+    with open(file, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+                if line.strip():
                     yield number, json.loads(line)
-                except ValueError as err:
-                    yield number, {"_error": f"not JSON: {err}"}
+            except Exception as err:  # UnicodeDecodeError, JSONDecodeError, RecursionError, MemoryError...
+                yield number, {"_error": f"not JSON: {type(err).__name__}: {str(err)[:200]}"}
 
 
 def inside(root: Path, relative: object) -> Path:
@@ -67,10 +71,11 @@ class RowSkips:
     def __init__(self, owner: str, path: str):
         self.owner, self.path, self.reasons, self.first = owner, path, Counter(), {}
 
-    def add(self, line: int, reason: str) -> None:
+    def add(self, line: int | str, reason: str) -> None:
+        """Count a skipped row: ``line`` is its line number in the file, or a ``file:line`` of its own."""
         kind = reason.split(":")[0]
         self.reasons[kind] += 1
-        self.first.setdefault(kind, f"line {line}: {reason}")
+        self.first.setdefault(kind, f"{line if isinstance(line, str) else f'{self.path}:{line}'}: {reason}")
 
     @property
     def count(self) -> int:
@@ -79,4 +84,5 @@ class RowSkips:
     def report(self) -> None:
         if self.count:
             examples = "; ".join(self.first.values())
-            log.warning("%s skipped %d unusable row(s) of %s (%s)", self.owner, self.count, self.path, examples)
+            log.warning("%s skipped %d unusable row(s) of %s (first of each kind: %s)", self.owner, self.count,
+                        self.path, examples)

@@ -15,9 +15,10 @@ from tasks.pointcloud.common import PointCloud, farthest_point_sample, normalize
 class PointCloudFolder(Source):
     """Point clouds found recursively under ``root``, sorted by path, each reduced to a fixed point budget.
 
-    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, a binary .ply / .pcd
-    shorter than its header promises (open3d would pad it silently), or a file that holds no finite point,
-    raises `tasks.SkipItem` (the data module counts it and logs it once).
+    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, a .ply / .pcd / .pts
+    (binary or ASCII) shorter than its header promises (open3d would pad it silently with whatever memory
+    held), or a file that holds no finite point, raises `tasks.SkipItem` (the data module counts it and logs
+    it once).
 
     Args:
         root: Directory searched recursively.
@@ -97,43 +98,67 @@ PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort":
 
 
 def check_complete(path: str) -> None:
-    """Raise ValueError when a binary .ply or .pcd holds fewer point bytes than its header declares: open3d
-    reads such a truncated file without an error, filling the missing points."""
+    """Raise ValueError when a .ply, .pcd or .pts file holds fewer points than its header declares: fewer
+    bytes of points (binary) or fewer lines of values (ASCII). open3d reads such a truncated file without an
+    error and fills the missing points with whatever memory held."""
     suffix = path.rsplit(".", 1)[-1].lower()
-    if suffix not in ("ply", "pcd"):
+    if suffix not in ("ply", "pcd", "pts"):
         return
     with open(path, "rb") as f:
         data = f.read()
+    if suffix == "pts":  # a first line with the point count, then one point per line
+        first, _, body = data.partition(b"\n")
+        if first.strip().isdigit():
+            _check_lines(body, int(first), 3)
+        return
     end = data.find(b"end_header\n") + len(b"end_header\n") if suffix == "ply" else data.find(b"\nDATA ")
     if end < len(b"end_header\n"):
         return  # no header to check against: open3d decides
+    if suffix == "pcd":
+        end = data.index(b"\n", end + 1) + 1  # past the DATA line
     header = data[:end].decode("latin-1").split("\n")
-    expected = _ply_bytes(header) if suffix == "ply" else _pcd_bytes(header)
-    body = len(data) - (end if suffix == "ply" else data.index(b"\n", end + 1) + 1)
-    if expected is not None and body < expected:
-        raise ValueError(f"truncated: {body} bytes of points where the header declares {expected}")
+    layout = _ply_layout(header) if suffix == "ply" else _pcd_layout(header)
+    if layout is None:
+        return
+    encoding, count, values, stride = layout
+    if encoding == "ascii":
+        _check_lines(data[end:], count, values)
+    elif stride is not None and len(data) - end < count * stride:
+        raise ValueError(f"truncated: {len(data) - end} bytes of points where the header declares {count * stride}")
 
 
-def _ply_bytes(header: list[str]) -> int | None:
-    """Bytes of the vertex element of a binary PLY whose first element is the vertices (None otherwise)."""
-    if not any(line.startswith("format binary") for line in header):
+def _check_lines(body: bytes, count: int, values: int) -> None:
+    """ValueError unless the first ``count`` lines of an ASCII body each hold at least ``values`` values."""
+    lines = body.split(b"\n", count)[:count]
+    complete = sum(len(line.split()) >= values for line in lines)
+    if complete < count:
+        raise ValueError(f"truncated: {complete} complete lines of points where the header declares {count}")
+
+
+def _ply_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
+    """``(encoding, points, values per point, bytes per point)`` of a PLY whose first element is the vertices
+    (bytes None when a property has no fixed size); None otherwise."""
+    formats = [line.split()[1] for line in header if line.startswith("format ") and len(line.split()) > 1]
+    if not formats:
         return None
-    count, stride, elements = 0, 0, 0
+    encoding = "ascii" if formats[0] == "ascii" else "binary"
+    count, stride, values, elements = 0, 0, 0, 0
     for words in (line.split() for line in header):
-        if words[:1] == ["element"]:
+        if words[:1] == ["element"] and len(words) > 2:
             elements += 1
             count = int(words[2]) if elements == 1 and words[1] == "vertex" else count
-        elif words[:1] == ["property"] and elements == 1:
-            if words[1] == "list" or words[1] not in PLY_SIZES:
-                return None
-            stride += PLY_SIZES[words[1]]
-    return count * stride or None
+        elif words[:1] == ["property"] and elements == 1 and len(words) > 1:
+            values += 1
+            stride = None if stride is None or words[1] == "list" or words[1] not in PLY_SIZES else \
+                stride + PLY_SIZES[words[1]]
+    return (encoding, count, values, stride) if count else None
 
 
-def _pcd_bytes(header: list[str]) -> int | None:
-    """Bytes of the points of an uncompressed binary PCD (None otherwise)."""
+def _pcd_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
+    """``(encoding, points, values per point, bytes per point)`` of an ASCII or uncompressed binary PCD."""
     fields = {words[0]: words[1:] for words in (line.split() for line in header) if words}
-    if fields.get("DATA") != ["binary"] or "POINTS" not in fields or "SIZE" not in fields:
+    if fields.get("DATA") not in (["ascii"], ["binary"]) or "POINTS" not in fields or "SIZE" not in fields:
         return None
     counts = [int(c) for c in fields.get("COUNT", ["1"] * len(fields["SIZE"]))]
-    return int(fields["POINTS"][0]) * sum(int(s) * c for s, c in zip(fields["SIZE"], counts, strict=True))
+    stride = sum(int(s) * c for s, c in zip(fields["SIZE"], counts, strict=True))
+    return fields["DATA"][0], int(fields["POINTS"][0]), sum(counts), stride

@@ -21,6 +21,8 @@ from tasks import SkipItem
 
 SUFFIXES = (".parquet", ".jsonl", ".json", ".tsv", ".csv", ".txt")
 _CHARADES_LINE = re.compile(r"\s*(\S+)\s+(\S+)\s+(\S+)\s*##(.*)")
+_UNDECODED = re.compile("[\udc80-\udcff]")  # an invalid UTF-8 byte, as errors="surrogateescape" keeps it
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')  # a whole string, or a bracket or comma outside one
 
 
 def table_files(path: str, owner: str) -> list[Path]:
@@ -41,44 +43,109 @@ def table_files(path: str, owner: str) -> list[Path]:
                             ".parquet files")
 
 
-def read_rows(files: list[Path], owner: str) -> Iterator[tuple[int, object]]:
-    """``(row number, row)`` of every row of ``files`` in order, numbered from 1 across files; a row that
-    cannot be parsed comes as ``{"_error": reason}``."""
+def read_rows(files: list[Path], owner: str) -> Iterator[tuple[int, str, object]]:
+    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across files (the
+    line is the row's line in a text file, its position in a JSON list or parquet file); a row that cannot be
+    read (not JSON, not UTF-8, ...) comes as ``{"_error": reason}``, so reading goes on after it."""
     number = 0
     for file in files:
-        for row in _rows(file, owner):
+        for line, row in _rows(file, owner):
             number += 1
-            yield number, row
+            yield number, f"{file}:{line}", row
 
 
-def _rows(file: Path, owner: str) -> Iterator[object]:
+def _rows(file: Path, owner: str) -> Iterator[tuple[int, object]]:
     suffix = file.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet  # the eval extra; sources check it with tasks.extras.require first
 
-        for batch in pyarrow.parquet.ParquetFile(file).iter_batches(batch_size=64):
-            yield from batch.to_pylist()
+        batches = pyarrow.parquet.ParquetFile(file).iter_batches(batch_size=64)
+        yield from enumerate((row for batch in batches for row in batch.to_pylist()), 1)
     elif suffix == ".jsonl":
-        yield from (row for _, row in episodes(str(file), owner)[1])
+        yield from episodes(str(file), owner)[1]
     elif suffix == ".json":
-        rows = json.loads(file.read_text(encoding="utf-8"))
-        if not isinstance(rows, list):
-            raise ValueError(f"{owner}: {str(file)!r} must hold a JSON list of row objects")
-        yield from rows
+        yield from enumerate(json_list(file, owner), 1)
     elif suffix == ".txt":
-        yield from (_charades(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip())
+        yield from ((n, _charades(line)) for n, line in _text_lines(file) if line.strip())
     else:
         csv.field_size_limit(2**31 - 1)  # MMBench's TSV holds whole base64 images in one cell
-        with open(file, newline="", encoding="utf-8") as f:
-            yield from csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
+        with open(file, newline="", encoding="utf-8", errors="surrogateescape") as f:
+            reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
+            for row in reader:
+                undecodable = any(isinstance(v, str) and _UNDECODED.search(v) for v in row.values())
+                yield reader.line_num, {"_error": "not UTF-8: an invalid byte"} if undecodable else row
+
+
+def _text_lines(file: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its line: it is
+    kept as a surrogate escape, which `_charades` refuses)."""
+    with open(file, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            yield number, raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+
+
+def json_list(file: Path, owner: str) -> list[object]:
+    """The rows of a ``.json`` file holding a list; when the whole file does not parse (an invalid byte, one
+    row nested past the parser's stack), each element is parsed on its own and a bad one comes as
+    ``{"_error": reason}``."""
+    text = file.read_bytes().decode("utf-8", errors="surrogateescape")
+    try:
+        rows = None if _UNDECODED.search(text) else json.loads(text)
+    except Exception:  # JSONDecodeError, RecursionError...: find the bad elements
+        rows = None
+    if rows is None:
+        rows = _elements(text, f"{owner}: {str(file)!r}")
+    if not isinstance(rows, list):
+        raise ValueError(f"{owner}: {str(file)!r} must hold a JSON list of row objects")
+    return rows
 
 
 def _charades(line: str) -> dict:
     """A Charades-STA annotation line, ``<video id> <start> <end>##<sentence>``, as a row."""
+    if _UNDECODED.search(line):
+        return {"_error": "not UTF-8: an invalid byte"}
     match = _CHARADES_LINE.fullmatch(line)
     if not match:
         return {"_error": f"not a Charades-STA line: {line[:80]!r}"}
     return {"video": match[1], "start": match[2], "end": match[3], "query": match[4]}
+
+
+def _elements(text: str, what: str) -> list[object]:
+    """The elements of the JSON list ``text``, each parsed on its own: one that does not parse or holds an
+    invalid byte comes as ``{"_error": reason}``."""
+    start = len(text) - len(text.lstrip())
+    if text[start:start + 1] != "[":
+        raise ValueError(f"{what} must hold a JSON list of row objects")
+    rows: list[object] = []
+    for begin, end in _element_spans(text, start):
+        chunk = text[begin:end]
+        try:
+            if _UNDECODED.search(chunk):
+                raise ValueError("an invalid byte")
+            rows.append(json.loads(chunk))
+        except Exception as err:  # JSONDecodeError, RecursionError, ...: this row only
+            rows.append({"_error": f"not JSON: {type(err).__name__}: {str(err)[:200]}"})
+    return rows
+
+
+def _element_spans(text: str, start: int) -> Iterator[tuple[int, int]]:
+    """``(begin, end)`` of each element of the JSON list whose ``[`` is at ``start``: split at the commas
+    outside strings and brackets (strings are matched whole, so their brackets and commas do not count)."""
+    depth, begin = 0, start + 1
+    for token in _JSON_TOKENS.finditer(text, start + 1):
+        mark = token[0]
+        if mark in ("[", "{"):
+            depth += 1
+        elif mark in ("]", "}") and depth:
+            depth -= 1
+        elif mark == "]" or (mark == "," and not depth):  # the list's own end, or the end of an element
+            if text[begin:token.start()].strip():
+                yield begin, token.start()
+            if mark == "]":
+                return
+            begin = token.end()
+    if text[begin:].strip():  # an unterminated list: the rest is one (bad) element
+        yield begin, len(text)
 
 
 def blank(value: object) -> bool:
@@ -121,6 +188,8 @@ def media_refs(value: object, root: Path, path_format: str = "{}", strings: str 
 def _ref(value: object, root: Path, path_format: str, strings: str) -> bytes | Path:
     if isinstance(value, dict):  # an HF Image / Audio feature as stored in parquet
         if value.get("bytes"):
+            if not isinstance(value["bytes"], bytes | bytearray):  # bytes(10**13) would allocate 10 TB
+                raise ValueError(f"bad bytes: a {type(value['bytes']).__name__}, not bytes")
             return bytes(value["bytes"])
         value = value.get("path")
         strings = "path"

@@ -17,7 +17,8 @@ class AudioMCQ(MultipleChoice):
     accuracy nor format reward.
 
     Args:
-        labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case).
+        labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case, unless
+            ``strict_letters``).
             ``"text"``: options listed as a Python-style list, the answer is the option's text exactly (R1-AQA).
         shuffle_choices: Present the options in a random order (from the example's rng) instead of as stored.
         **kwargs: Answer format options, see `tasks.Task` (R1-AQA: ``tags`` with ``format_weight`` 1).

@@ -68,7 +68,7 @@ class AudioSpeed(Task):
         return answers.letter(self.options.index(example.answer))
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        chosen = answers.parse_letter(answer, self.options)
+        chosen = answers.parse_letter(answer, self.options, self.strict_letters)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}
 
 

@@ -243,7 +243,10 @@ class DepthOrdering(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = len(example.answer)
-        pred = parse_dashed(answer, k) if self.separator == "dash" else answers.parse_order(answer, k, self.style)
+        if self.separator == "dash":
+            pred = parse_dashed(answer, k)
+        else:
+            pred = answers.parse_order(answer, k, self.style, self.strict_letters)
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None
         return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

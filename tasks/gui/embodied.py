@@ -55,7 +55,7 @@ class EmbodiedInverseDynamics(Task):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         options = example.meta["options"]
         if self.labels == "letters":
-            chosen = answers.parse_letter(answer, options)
+            chosen = answers.parse_letter(answer, options, self.strict_letters)
         else:
             chosen = answers.parse_choice(answer, options)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}

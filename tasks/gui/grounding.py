@@ -11,7 +11,8 @@ import re
 from tasks.base import Example, SkipItem, Task
 from tasks.gui.common import GUITransition, Node
 
-_POINT = re.compile(r"\s*\(?\s*(\d{1,6}(?:\.\d{1,6})?)\s*,\s*(\d{1,6}(?:\.\d{1,6})?)\s*\)?\s*")
+# matched on the stripped answer: no two quantifiers compete for the same spaces, so no backtracking
+_POINT = re.compile(r"\(?\s*(\d{1,6}(?:\.\d{1,6})?)\s*,\s*(\d{1,6}(?:\.\d{1,6})?)\s*\)?")
 
 
 class GUIGrounding(Task):
@@ -39,11 +40,11 @@ class GUIGrounding(Task):
         self.min_side = min_side
 
     def make_example(self, item: GUITransition, rng: random.Random) -> Example:
-        targets = self.targets(item.nodes or [])
-        if not targets:
-            raise SkipItem(f"{item.name}: no labelled element to ground")
-        node = rng.choice(targets)
         width, height = item.screen_size
+        targets = self.targets(item.nodes or [], (width, height))
+        if not targets:
+            raise SkipItem(f"{item.name}: no labelled element on the screenshot to ground")
+        node = rng.choice(targets)
         question = (f"Where would you click to use the {node.kind or 'element'} labelled \"{node.text}\"? The "
                     f"screenshot is {width} x {height} pixels. Answer with the point as (x, y), x from the left "
                     "edge and y from the top.")
@@ -51,10 +52,12 @@ class GUIGrounding(Task):
         meta = {"box": list(node.bounds), "text": node.text, "screen": [width, height]}
         return Example(self.user_message(media, question), _centre(node), self.name, meta)
 
-    def targets(self, nodes: list[Node]) -> list[Node]:
-        """The nodes that may be asked for: labelled, large enough, of an allowed kind, and no container of
-        another labelled node."""
-        labelled = [n for n in nodes if n.text.strip() and min(_sides(n)) >= self.min_side]
+    def targets(self, nodes: list[Node], screen: tuple[int, int]) -> list[Node]:
+        """The nodes that may be asked for, cut to the part of them on the ``(width, height)`` screen (a click
+        off the screenshot can never be right): labelled, large enough there, of an allowed kind, and no
+        container of another labelled node."""
+        shown = [_on_screen(n, screen) for n in nodes]
+        labelled = [n for n in shown if n.text.strip() and min(_sides(n)) >= self.min_side]
         if self.kinds is not None:
             return [n for n in labelled if n.kind in self.kinds]
         return [n for n in labelled if not any(o is not n and _encloses(n, o) for o in labelled)]
@@ -64,7 +67,7 @@ class GUIGrounding(Task):
         return f"({x}, {y})"
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        match = _POINT.fullmatch(answer)
+        match = _POINT.fullmatch(answer.strip())
         if not match:
             return None
         x, y = float(match[1]), float(match[2])
@@ -77,6 +80,13 @@ class GUIGrounding(Task):
 def _sides(node: Node) -> tuple[int, int]:
     left, top, right, bottom = node.bounds
     return right - left, bottom - top
+
+
+def _on_screen(node: Node, screen: tuple[int, int]) -> Node:
+    """The node with its bounds clipped to the screen (inverted bounds when none of it is on the screen)."""
+    left, top, right, bottom = node.bounds
+    width, height = screen
+    return Node((max(left, 0), max(top, 0), min(right, width), min(bottom, height)), node.text, node.kind)
 
 
 def _encloses(outer: Node, inner: Node) -> bool:

@@ -122,7 +122,7 @@ class GUIInverseDynamics(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.output == "letter":
-            kind = answers.parse_letter(answer, self.action_types)
+            kind = answers.parse_letter(answer, self.action_types, self.strict_letters)
             return None if kind is None else dict.fromkeys(self.parts, float(kind == example.answer["action"]))
         pred = parse_action(answer, example.meta["screen"])
         if pred is None:

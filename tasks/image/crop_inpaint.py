@@ -90,5 +90,5 @@ class CropInpaint(Task):
         return example.answer
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        kind = answers.parse_letter(answer, example.meta["kinds"])
+        kind = answers.parse_letter(answer, example.meta["kinds"], self.strict_letters)
         return None if kind is None else {"accuracy": float(kind == "original")}

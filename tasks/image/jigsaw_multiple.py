@@ -86,5 +86,5 @@ class JigsawMultiple(Jigsaw):
         return answers.letter(example.meta["options"].index(example.answer))
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        chosen = answers.parse_letter(answer, example.meta["options"])
+        chosen = answers.parse_letter(answer, example.meta["options"], self.strict_letters)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}

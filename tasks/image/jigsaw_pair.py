@@ -84,5 +84,5 @@ class JigsawPair(Jigsaw):
         return answers.letter(example.meta["options"].index(example.answer))
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        relation = answers.parse_letter(answer, example.meta["options"])
+        relation = answers.parse_letter(answer, example.meta["options"], self.strict_letters)
         return None if relation is None else {"accuracy": float(relation == example.answer)}

@@ -15,7 +15,8 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
 _TRANSPOSE = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
-_DEGREES = re.compile(r"\s*(?:°|degrees?)\s*$", re.IGNORECASE)
+# an angle with an optional unit; matched on the stripped answer, so no two quantifiers compete for spaces
+_DEGREES = re.compile(r"([+-]?\d{1,9})(?:\s*(?:°|degrees?))?", re.IGNORECASE)
 
 
 class Rotation(Task):
@@ -92,9 +93,10 @@ class Rotation(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            angle = answers.parse_letter(answer, example.meta["choices"])
+            angle = answers.parse_letter(answer, example.meta["choices"], self.strict_letters)
         else:
-            angle = answers.parse_int(_DEGREES.sub("", answer))
+            match = _DEGREES.fullmatch(answer.strip())
+            angle = int(match[1]) if match else None
         if angle is None:
             return None
         return {"accuracy": float(angle % 360 == example.answer)}

@@ -91,7 +91,7 @@ class PointCloudRotation(Task):
         return answers.letter(example.meta["choices"].index(example.answer))
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        chosen = answers.parse_letter(answer, example.meta["choices"])
+        chosen = answers.parse_letter(answer, example.meta["choices"], self.strict_letters)
         if chosen is None:
             return None
         return {"accuracy": float(chosen == example.answer)}

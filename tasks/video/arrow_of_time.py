@@ -56,7 +56,7 @@ class ArrowOfTime(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         if self.labels == "letters":
-            direction = answers.parse_letter(answer, _DIRECTIONS)
+            direction = answers.parse_letter(answer, _DIRECTIONS, self.strict_letters)
         else:
             direction = answers.parse_choice(answer, _DIRECTIONS)
         if direction is None:

@@ -116,7 +116,7 @@ class TemporalJigsaw(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         k = example.meta["clips"]
-        pred = answers.parse_order(answer, k, self.style)
+        pred = answers.parse_order(answer, k, self.style, self.strict_letters)
         # a non-permutation earns nothing, or repeating one label would collect partial credit
         if pred is None:
             return None

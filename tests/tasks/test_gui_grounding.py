@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from tasks import GUIGrounding, SkipItem
+from tasks import GUIGrounding, Node, SkipItem
 from tests.helpers import sample_transition
 
 
@@ -21,7 +21,22 @@ def test_targets_are_labelled_leaves():
     task = GUIGrounding()
     texts = {task.make_example(sample_transition(), random.Random(s)).meta["text"] for s in range(60)}
     assert texts == {"Inbox", "Alice", "Bob", "Send"}  # the screen, list and bar have no text
-    assert [n.text for n in GUIGrounding(kinds=["button"]).targets(sample_transition().nodes)] == ["Send"]
+    assert [n.text for n in GUIGrounding(kinds=["button"]).targets(sample_transition().nodes, (120, 200))] == ["Send"]
+
+
+def test_elements_off_the_screenshot_are_cut_to_it_or_never_asked_for():
+    """A tree may list elements partly or wholly off the screenshot (scrolled away, a stale dump): the target
+    is the part on the screen, so the right answer always lies on it and earns the full reward."""
+    transition = sample_transition()
+    transition.nodes = [Node((100, 150, 400, 190), "Half off", "button"), Node((130, 0, 300, 40), "Gone", "button")]
+    task = GUIGrounding(answer_format="bare")
+    examples = [task.make_example(transition, random.Random(seed)) for seed in range(10)]
+    assert {e.meta["text"] for e in examples} == {"Half off"}
+    assert examples[0].meta["box"] == [100, 150, 120, 190] and examples[0].answer == [110, 170]
+    assert task.verify(examples[0], task.render_answer(examples[0])).total == task.max_reward
+    transition.nodes = transition.nodes[1:]
+    with pytest.raises(SkipItem, match="no labelled element on the screenshot"):
+        task.make_example(transition, random.Random(0))
 
 
 @pytest.mark.parametrize("answer, accuracy", [("(80, 170)", 1.0), ("110,190", 1.0), ("(95.5, 180.25)", 1.0),

@@ -72,7 +72,7 @@ def test_on_policy_gradient_is_minus_advantage():
 def test_gspo_uses_one_sequence_ratio():
     logps = torch.tensor([[math.log(2.0), 0.0, 5.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is padding
-    ratio = F.importance_ratio(logps, torch.zeros(1, 3), mask, "gspo")
+    ratio = F.sequence_ratio(logps, torch.zeros(1, 3), mask)
     # mean log-ratio over the two real tokens: log(2) / 2 -> ratio sqrt(2) on every position
     assert_close(ratio, torch.full((1, 3), math.sqrt(2.0)))
 
@@ -99,27 +99,54 @@ def test_kl_estimators_by_hand():
 def test_aggregation_modes_by_hand():
     values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
-    # grpo: row means (2, 4), summed, divided by 2 rows -> 3
-    assert F.aggregate(values, mask, "grpo", F.loss_normaliser("grpo", 2, 4, 4, 3)).item() == 3.0
-    # dapo: token sum 10 over 4 tokens -> 2.5
-    assert F.aggregate(values, mask, "dapo", F.loss_normaliser("dapo", 2, 4, 4, 3)).item() == 2.5
-    # bnpo: this rank's 4 tokens -> 2.5 regardless of the global count
-    assert F.aggregate(values, mask, "bnpo", F.loss_normaliser("bnpo", 2, 4, 100, 3)).item() == 2.5
-    # dr_grpo: token sum 10 over 2 rows x 3 max tokens -> 10/6
-    assert F.aggregate(values, mask, "dr_grpo", F.loss_normaliser("dr_grpo", 2, 4, 4, 3)).item() == \
-        pytest.approx(10 / 6)
+    # sequence-level types: row means (2, 4), summed -> 6; token-level ones: token sum 1 + 2 + 3 + 4 = 10
+    for loss_type in ("grpo", "gspo"):
+        assert F.aggregate(values, mask, loss_type, 2.0).item() == 3.0
+    for loss_type in ("dr_grpo", "dapo", "bnpo", "gpg"):
+        assert F.aggregate(values, mask, loss_type, 4.0).item() == 2.5
 
 
-@pytest.mark.parametrize("loss_type", F.LOSS_TYPES)
-def test_micro_batches_add_up_to_the_full_batch(loss_type):
+def test_window_normalisers_by_hand():
+    counts = torch.tensor([[2.0, 5.0], [6.0, 3.0]])  # kept rows and tokens of a window's two batches
+    # one batch holding both: 8 rows, 8 tokens
+    assert F.window_normalisers("grpo", counts, 4) == [8.0, 8.0]
+    assert F.window_normalisers("gspo", counts, 4) == [8.0, 8.0]
+    assert F.window_normalisers("dr_grpo", counts, 4) == [32.0, 32.0]  # 8 rows x 4 max new tokens
+    assert F.window_normalisers("dapo", counts, 4) == [8.0, 8.0]
+    assert F.window_normalisers("gpg", counts, 4) == [8.0, 8.0]
+    # bnpo: each batch's own token mean, averaged over the 2 batches
+    assert F.window_normalisers("bnpo", counts, 4) == [10.0, 6.0]
+    # nothing kept anywhere: divisors stay 1 (the loss is 0), never 0
+    assert F.window_normalisers("dapo", torch.zeros(1, 2), 4) == [1.0]
+
+
+def test_window_of_sums_equals_one_batch():
     torch.manual_seed(0)
-    values = torch.randn(6, 5)
-    mask = (torch.rand(6, 5) > 0.3).float()
-    mask[:, 0] = 1
-    norm = F.loss_normaliser(loss_type, 6, float(mask.sum()), float(mask.sum()), 5)
-    whole = F.aggregate(values, mask, loss_type, norm)
-    parts = sum(F.aggregate(values[i:i + 2], mask[i:i + 2], loss_type, norm) for i in range(0, 6, 2))
-    assert_close(parts, whole)
+    values, mask = torch.randn(6, 5), (torch.rand(6, 5) > 0.3).float()
+    halves = [(values[:2], mask[:2]), (values[2:], mask[2:])]
+    counts = torch.tensor([[len(m), float(m.sum())] for _, m in halves])
+    for loss_type in ("grpo", "dr_grpo", "dapo", "gspo", "gpg"):
+        whole = F.aggregate(values, mask, loss_type, F.window_normalisers(loss_type, counts.sum(0, keepdim=True), 5)[0])
+        divisors = F.window_normalisers(loss_type, counts, 5)
+        parts = sum(F.aggregate(v, m, loss_type, d) for (v, m), d in zip(halves, divisors, strict=True))
+        assert_close(parts, whole)
+
+
+def test_losses_register_themselves():
+    @F.register_loss("test_sum", F.by_rows)
+    def summed(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
+        return -advantages[:, None] * logps, torch.zeros_like(logps, dtype=torch.bool)
+    try:
+        assert F.LOSSES["test_sum"].per_token is summed and F.LOSSES["test_sum"].off_policy
+        loss, _ = F.per_token_loss(torch.ones(1, 2), torch.ones(1, 2), torch.tensor([2.0]), torch.ones(1, 2),
+                                   "test_sum")
+        assert_close(loss, torch.full((1, 2), -2.0))
+        with pytest.raises(ValueError, match="already registered"):
+            F.register_loss("test_sum", F.by_rows)(summed)
+    finally:
+        del F.LOSSES["test_sum"]
+    with pytest.raises(ValueError, match="loss_type must be one of"):
+        F.per_token_loss(torch.ones(1, 1), torch.ones(1, 1), torch.ones(1), torch.ones(1, 1), "test_sum")
 
 
 def test_schedules():

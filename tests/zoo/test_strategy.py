@@ -11,6 +11,7 @@ from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.grpo import functional as F
+from zoo.grpo.window import chunk_count, plan_micro_batches
 
 ADAMW = partial(torch.optim.AdamW, lr=1e-3)
 
@@ -37,7 +38,7 @@ def params(policy):
     return {n: p.detach().clone() for n, p in policy.named_parameters()}
 
 
-@pytest.mark.parametrize("loss_type", F.LOSS_TYPES)
+@pytest.mark.parametrize("loss_type", F.LOSSES)
 def test_every_loss_type_trains(loss_type):
     trainer, policy = fit(loss_type=loss_type, epsilon=0.2 if loss_type != "gspo" else 3e-4)
     logged = trainer.callback_metrics
@@ -71,12 +72,15 @@ def test_zero_variance_filter_trains_even_when_no_group_is_informative():
 
 
 def test_micro_batch_plan():
-    strategy = GRPOStrategy(micro_batch_size=2)
-    plan = strategy._micro_batches(torch.tensor([0, 1, 4, 5, 6]))
+    plan = plan_micro_batches(torch.tensor([0, 1, 4, 5, 6]), 2, count=3)
     assert [chunk.tolist() for chunk, _ in plan] == [[0, 1], [4, 5], [6]]
     assert [live for _, live in plan] == [1.0, 1.0, 1.0]
+    # a rank with fewer chunks than its peers re-runs one row with weight 0, so every rank runs as many passes
+    padded = plan_micro_batches(torch.tensor([3]), 2, count=2)
+    assert [(chunk.tolist(), live) for chunk, live in padded] == [([3], 1.0), ([3], 0.0)]
     # nothing left after filtering: no chunk at all on a single device (no peer to keep in step with)
-    assert strategy._micro_batches(torch.tensor([], dtype=torch.long)) == []
+    assert plan_micro_batches(torch.tensor([], dtype=torch.long), 2, count=0) == []
+    assert chunk_count(torch.arange(5), 2) == 3 and chunk_count(torch.arange(5), None) == 1
 
 
 def test_micro_batching_gives_the_same_update():

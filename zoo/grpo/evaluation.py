@@ -13,6 +13,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from zoo.grpo.rollout import Rollout
+
 
 def is_correct(reward) -> bool:
     """Full credit: the ``accuracy`` part is 1 (a reward without one is never correct)."""
@@ -100,3 +102,40 @@ class TaskMeans(Metric):
                 out |= {f"{prefix}{name}": float(self.sums[row, q]) / count for q, name in enumerate(self.names)}
                 out[f"{prefix}examples"] = count
         return out
+
+
+class EvaluationMixin:
+    """The evaluation half of the GRPO strategies: ``validation_step`` / ``test_step`` sample held-out completions
+    with the ``eval_*`` settings and return their rewards and per-example scores (see `GRPOMixin` for the
+    settings)."""
+
+    def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
+        self.eval_pass_k = check_eval_settings(n, temperature, top_p, ks)
+        self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
+        self.eval_seed = seed
+
+    @property
+    def eval_score_names(self) -> list[str]:
+        """Per-example scores each evaluation step returns (`example_scores`)."""
+        return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
+
+    def _verify(self, rollout: Rollout) -> list:
+        datamodule = self.lightning_module.trainer.datamodule
+        if not hasattr(datamodule, "verify"):
+            raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
+                               "datamodules.PretextDataModule")
+        return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
+
+    def validation_step(self, batch: list, batch_idx: int) -> dict:
+        """``eval_num_generations`` completions per held-out example (greedy, or sampled with the fixed
+        ``eval_seed``), their rewards, and per-example scores that the metrics callback averages."""
+        module, n = self.lightning_module, self.eval_num_generations
+        if self.eval_temperature == 0:
+            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
+        else:
+            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature,
+                                    top_p=self.eval_top_p, seed=self.eval_seed)
+        rewards = self._verify(rollout)
+        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.eval_pass_k)}
+
+    test_step = validation_step

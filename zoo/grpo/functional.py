@@ -1,4 +1,4 @@
-"""GRPO math as pure tensor functions: advantages, clipped surrogates, KL estimators, loss aggregation.
+"""GRPO math as pure tensor functions: advantages, the registered loss types, KL estimators, normalisers.
 
 Shapes: B prompts, G samples per prompt, N = B * G completions, L completion tokens.
 """
@@ -6,15 +6,69 @@ Shapes: B prompts, G samples per prompt, N = B * G completions, L completion tok
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")
 SCALES = ("group", "batch", "none")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 SCHEDULES = ("constant", "linear", "cosine")
-SEQUENCE_LEVEL = ("grpo", "gspo")  # mean over each sequence's tokens, then over sequences
+
+
+@dataclass(frozen=True)
+class LossType:
+    """A loss type: its per-token surrogate and how per-token values become the loss of an optimizer step.
+
+    Attributes:
+        name: The ``loss_type`` setting that selects it.
+        per_token: ``(logps, old_logps, advantages, mask, epsilon, epsilon_high) -> (loss, clipped)``, the
+            ``[N, L]`` surrogate to minimise and where clipping was active.
+        normaliser: ``(rows, tokens, max_new_tokens) -> divisor`` of the summed loss, from the counts of the
+            kept rows and their counted tokens over all ranks.
+        sequence_mean: Average each row over its tokens before rows are summed.
+        per_batch: Normalise each batch by its own counts, then average the batches of an accumulation
+            window; otherwise the whole window is normalised by its counts as one batch.
+        off_policy: Has an importance ratio, so samples stay usable after an update (``num_iterations > 1``).
+    """
+
+    name: str
+    per_token: Callable[..., tuple[Tensor, Tensor]]
+    normaliser: Callable[[float, float, int], float]
+    sequence_mean: bool = False
+    per_batch: bool = False
+    off_policy: bool = True
+
+
+#: Every loss type, by name; `register_loss` fills it and ``loss_type`` settings are checked against it.
+LOSSES: dict[str, LossType] = {}
+
+
+def register_loss(name: str, normaliser: Callable[[float, float, int], float], *, sequence_mean: bool = False,
+                  per_batch: bool = False, off_policy: bool = True):
+    """Decorator: register a per-token surrogate as loss type ``name`` (see `LossType` for the arguments)."""
+    def add(per_token):
+        if name in LOSSES:
+            raise ValueError(f"loss type {name!r} is already registered")
+        LOSSES[name] = LossType(name, per_token, normaliser, sequence_mean, per_batch, off_policy)
+        return per_token
+    return add
+
+
+def by_rows(rows: float, tokens: float, max_new_tokens: int) -> float:
+    """Mean over rows (of each row's token mean, with ``sequence_mean``)."""
+    return rows
+
+
+def by_tokens(rows: float, tokens: float, max_new_tokens: int) -> float:
+    """Mean over tokens."""
+    return tokens
+
+
+def by_max_tokens(rows: float, tokens: float, max_new_tokens: int) -> float:
+    """A constant per row (Dr. GRPO): long and short answers weigh alike per token."""
+    return rows * max_new_tokens
 
 
 def group_advantages(rewards: Tensor, scale: str = "group", eps: float = 1e-4) -> Tensor:
@@ -41,50 +95,69 @@ def zero_std_groups(rewards: Tensor) -> Tensor:
     return (rewards == rewards[:, :1]).all(dim=1)
 
 
-def importance_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor, loss_type: str) -> Tensor:
-    """pi / pi_old per token, ``[N, L]``; GSPO uses the length-normalised sequence ratio on every token."""
-    log_ratio = logps - old_logps  # [N, L]
-    if loss_type == "gspo":
-        mask = mask.to(logps.dtype)
-        seq = (log_ratio * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
-        log_ratio = seq.expand_as(logps)  # [N, L]
-    return log_ratio.exp()
+def sequence_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised sequence ratio ``exp(mean_t log(pi / pi_old))`` on every token, ``[N, L]``."""
+    mask = mask.to(logps.dtype)
+    seq = ((logps - old_logps) * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
+    return seq.exp().expand_as(logps)
 
 
-def per_token_loss(
-    logps: Tensor,
-    old_logps: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    loss_type: str = "grpo",
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Clipped policy-gradient surrogate per token (to be minimised) and where clipping was active.
+def clipped_surrogate(ratio: Tensor, advantages: Tensor, mask: Tensor, epsilon: float,
+                      epsilon_high: float | None) -> tuple[Tensor, Tensor]:
+    """PPO's pessimistic ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)`` and where it clipped."""
+    adv = advantages[:, None]  # [N, 1]
+    high = epsilon if epsilon_high is None else epsilon_high
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - epsilon, 1 + high) * adv
+    was_clipped = (clipped < unclipped) & mask.bool()
+    return -torch.minimum(unclipped, clipped), was_clipped
+
+
+@register_loss("bnpo", by_tokens, per_batch=True)  # decorators apply bottom-up: grpo is registered first
+@register_loss("dapo", by_tokens)
+@register_loss("dr_grpo", by_max_tokens)
+@register_loss("grpo", by_rows, sequence_mean=True)
+def token_ratio_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
+    """Clipped surrogate with one importance ratio per token (GRPO, Dr. GRPO, DAPO, BNPO)."""
+    return clipped_surrogate((logps - old_logps).exp(), advantages, mask, epsilon, epsilon_high)
+
+
+@register_loss("gspo", by_rows, sequence_mean=True)
+def sequence_ratio_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
+    """Clipped surrogate with the sequence ratio of `sequence_ratio` (GSPO)."""
+    return clipped_surrogate(sequence_ratio(logps, old_logps, mask), advantages, mask, epsilon, epsilon_high)
+
+
+@register_loss("gpg", by_tokens, off_policy=False)
+def reinforce_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
+    """GPG's unclipped REINFORCE ``-A * logp``: no ratio, so only on-policy samples are valid."""
+    return -advantages[:, None] * logps, torch.zeros_like(logps, dtype=torch.bool)
+
+
+def find_loss(name: str) -> LossType:
+    """The registered loss type ``name``; an unknown name is a one-line error listing the known ones."""
+    if name not in LOSSES:
+        raise ValueError(f"loss_type must be one of {tuple(LOSSES)}, got {name!r}")
+    return LOSSES[name]
+
+
+def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, loss_type: str = "grpo",
+                   epsilon: float = 0.2, epsilon_high: float | None = None) -> tuple[Tensor, Tensor]:
+    """Surrogate per token (to be minimised) and where clipping was active, for a registered loss type.
 
     Args:
         logps: Current log-probs of the sampled tokens, ``[N, L]``.
         old_logps: Log-probs under the sampling policy, ``[N, L]`` (``logps.detach()`` when on-policy).
         advantages: ``[N]``.
         mask: Tokens that count, ``[N, L]``.
-        loss_type: One of `LOSS_TYPES`; ``gpg`` is the unclipped REINFORCE-style ``-A * logp``.
+        loss_type: A key of `LOSSES`.
         epsilon: Lower clip range: the ratio is clipped at ``1 - epsilon``.
         epsilon_high: Upper clip range (DAPO clip-higher); defaults to ``epsilon``.
 
     Returns:
         ``loss`` ``[N, L]`` and ``clipped`` ``[N, L]`` (bool).
     """
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    adv = advantages[:, None]  # [N, 1]
-    if loss_type == "gpg":
-        return -adv * logps, torch.zeros_like(logps, dtype=torch.bool)
-    high = epsilon if epsilon_high is None else epsilon_high
-    ratio = importance_ratio(logps, old_logps, mask, loss_type)  # [N, L]
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - epsilon, 1 + high) * adv
-    was_clipped = (clipped < unclipped) & mask.bool()
-    return -torch.minimum(unclipped, clipped), was_clipped
+    return find_loss(loss_type).per_token(logps, old_logps, advantages, mask, epsilon, epsilon_high)
 
 
 def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tensor:
@@ -99,37 +172,32 @@ def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tenso
     raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
-def aggregate(values: Tensor, mask: Tensor, loss_type: str, normaliser: float) -> Tensor:
-    """Reduce per-token values to the loss of these rows.
-
-    Sequence-level types (``grpo``, ``gspo``) average each row over its tokens and sum rows; the others sum
-    tokens. Either sum is divided by ``normaliser`` (see `loss_normaliser`), so micro-batches of one batch
-    add up to the loss of the whole batch.
-    """
+def aggregate(values: Tensor, mask: Tensor, loss_type: str, normaliser: float = 1.0) -> Tensor:
+    """Sum of per-token values over rows (each row averaged over its tokens first when the loss type has
+    ``sequence_mean``), divided by ``normaliser``: rows of one batch add up to the loss of the batch."""
     mask = mask.to(values.dtype)
-    if loss_type in SEQUENCE_LEVEL:
-        per_row = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # [N]
-        return per_row.sum() / normaliser
+    if find_loss(loss_type).sequence_mean:
+        return ((values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum() / normaliser  # rows summed
     return (values * mask).sum() / normaliser
 
 
-def loss_normaliser(loss_type: str, rows: int, tokens: float, global_tokens_per_rank: float,
-                    max_new_tokens: int) -> float:
-    """The divisor of `aggregate` for a batch of ``rows`` completions holding ``tokens`` counted tokens.
+def window_normalisers(loss_type: str, counts: Tensor, max_new_tokens: int) -> list[float]:
+    """Divisor of each batch's summed loss so that the sum over an accumulation window is its loss.
 
-    ``grpo``/``gspo``: rows (mean of sequence means). ``dr_grpo``: rows * max_new_tokens (a constant, so long
-    and short answers weigh per token alike). ``bnpo``: this rank's tokens. ``dapo``/``gpg``: the token mean
-    over all ranks (``global_tokens_per_rank`` = all tokens / world size, as DDP averages gradients).
+    Args:
+        loss_type: A key of `LOSSES`.
+        counts: Kept rows and counted tokens of each batch of the window over all ranks, ``[k, 2]``.
+        max_new_tokens: Completion length limit (Dr. GRPO's constant).
+
+    A ``per_batch`` type divides batch ``b`` by ``k`` times its own normaliser (the mean of per-batch
+    losses); any other type divides every batch by the normaliser of the window's total counts, so the
+    window's loss is that of one batch holding all its groups. A divisor is never below 1.
     """
-    if loss_type in SEQUENCE_LEVEL:
-        value = rows
-    elif loss_type == "dr_grpo":
-        value = rows * max_new_tokens
-    elif loss_type == "bnpo":
-        value = tokens
-    else:
-        value = global_tokens_per_rank
-    return max(float(value), 1.0)
+    spec = find_loss(loss_type)
+    if spec.per_batch:
+        return [len(counts) * max(float(spec.normaliser(r, t, max_new_tokens)), 1.0) for r, t in counts.tolist()]
+    rows, tokens = counts.sum(dim=0).tolist()
+    return [max(float(spec.normaliser(rows, tokens, max_new_tokens)), 1.0)] * len(counts)
 
 
 def scheduled(value: float, schedule: str, progress: float) -> float:

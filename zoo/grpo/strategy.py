@@ -18,35 +18,57 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Par
 from torch import Tensor
 
 from zoo.grpo import functional as F
-from zoo.grpo.evaluation import check_eval_settings, example_scores
+from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
+from zoo.grpo.window import (
+    Part,
+    add_window_metrics,
+    chunk_count,
+    last_chunk,
+    make_part,
+    plan_micro_batches,
+    window_advantages,
+)
 
 log = logging.getLogger(__name__)
 
 
-class GRPOMixin:
+class GRPOMixin(EvaluationMixin):
     """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
 
     Args:
         num_generations: G, completions sampled per prompt (>= 2: advantages compare them).
         temperature: Sampling temperature; log-probs are computed at the same temperature.
-        top_p: Nucleus sampling threshold (1.0 samples the full distribution).
+        top_p: Nucleus sampling threshold (1.0 samples the full distribution). Log-probs (importance ratio,
+            KL, entropy) are those of the untruncated tempered softmax, as in TRL and verl: with ``top_p < 1``
+            they are not the probabilities of the truncated distribution the tokens were drawn from.
         max_new_tokens: Completion length limit.
-        loss_type: ``grpo`` (sequence mean, then mean), ``dr_grpo`` (constant normaliser), ``dapo`` (token
-            mean over the global batch), ``bnpo`` (token mean per rank), ``gspo`` (sequence-level ratio),
-            ``gpg`` (no ratio, no clipping).
-        scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks), or ``none``.
+        loss_type: A key of `zoo.grpo.functional.LOSSES`: ``grpo`` (mean of sequence means), ``dr_grpo``
+            (token sum over rows * ``max_new_tokens``), ``dapo`` (token mean), ``bnpo`` (token mean of each
+            batch; under accumulation the mean of the batches' means), ``gspo`` (sequence-level ratio, mean of
+            sequence means), ``gpg`` (no ratio, no clipping; token mean; needs ``num_iterations`` 1). Every
+            count is over all ranks and (except ``bnpo``'s) over the accumulation window.
+        scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the accumulation
+            window), or ``none``.
         epsilon: Clip range below 1 of the importance ratio.
         epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
         beta: KL coefficient against the frozen initial policy; 0 loads no reference model.
         kl_estimator: ``k1``, ``k2`` or ``k3`` (low variance, non-negative).
-        beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at ``max_steps``.
+        beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at ``max_steps``
+            (logged as ``train/grpo/beta``).
+        kl_bias_correction: Multiply each token's KL estimate by its importance ratio pi / pi_old (TRL's
+            ``use_bias_correction_kl``): the samples come from pi_old, and the ratio's gradient adds the
+            score-function term, so the gradient estimates that of KL(pi || pi_ref) even on-policy.
         num_iterations: Optimizer steps per rollout (mu); > 1 reuses the samples with importance ratios.
-        mask_truncated: Leave completions that hit ``max_new_tokens`` without an EOS out of the loss.
-        filter_zero_variance: Leave groups whose rewards are all equal out of the loss (and its normaliser).
-        micro_batch_size: Completions per forward/backward pass (bounds memory); None does all at once.
-        entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables).
+        mask_truncated: Leave the tokens of completions that hit ``max_new_tokens`` without an EOS out of the
+            loss; the rows still count in the row normalisers of ``grpo``, ``gspo`` and ``dr_grpo`` (as in TRL).
+        filter_zero_variance: Leave groups whose rewards are all equal out of the loss and its normaliser.
+        micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None does all
+            at once.
+        entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables). It is
+            added per token and aggregated like the policy loss, so each loss type's normaliser divides it
+            too (for ``dr_grpo`` it is the entropy sum over rows * ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
         eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and the
             validations during ``fit``); each is one row of the predictions file.
@@ -74,6 +96,7 @@ class GRPOMixin:
         beta: float = 0.0,
         kl_estimator: str = "k3",
         beta_schedule: str = "constant",
+        kl_bias_correction: bool = False,
         num_iterations: int = 1,
         mask_truncated: bool = False,
         filter_zero_variance: bool = False,
@@ -92,32 +115,39 @@ class GRPOMixin:
         _check(temperature > 0, f"temperature must be > 0, got {temperature}")
         _check(0 < top_p <= 1, f"top_p must be in (0, 1], got {top_p}")
         _check(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        _check(loss_type in F.LOSS_TYPES, f"loss_type must be one of {F.LOSS_TYPES}, got {loss_type!r}")
+        _check(loss_type in F.LOSSES, f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
         _check(scale_rewards in F.SCALES, f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
         _check(kl_estimator in F.KL_ESTIMATORS, f"kl_estimator must be one of {F.KL_ESTIMATORS}")
         _check(beta_schedule in F.SCHEDULES, f"beta_schedule must be one of {F.SCHEDULES}")
         _check(beta >= 0 and epsilon >= 0, "beta and epsilon must be >= 0")
         _check(num_iterations >= 1, f"num_iterations must be >= 1, got {num_iterations}")
+        _check(num_iterations == 1 or F.LOSSES[loss_type].off_policy,
+               f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train on stale "
+               "samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
         _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
         self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
         self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
         self.epsilon, self.epsilon_high = epsilon, epsilon_high
         self.beta, self.kl_estimator, self.beta_schedule = beta, kl_estimator, beta_schedule
+        self.kl_bias_correction = kl_bias_correction
         self.num_iterations, self.mask_truncated = num_iterations, mask_truncated
         self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
         self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
         self.accumulate_grad_batches = 1
+        self._window: list[tuple[Rollout, Tensor]] = []  # scored batches of the accumulation window
         self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
 
     def connect(self, model) -> None:
         """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
-        the strategy then steps the optimizer once per that many batches, each group intact in its batch."""
+        the strategy then samples and scores that many batches and trains on them as on one batch holding
+        all their groups, with one optimizer step."""
         super().connect(model)
         trainer = model._trainer
         if trainer is not None and trainer.accumulate_grad_batches > 1:
             _check(self.num_iterations == 1, "num_iterations > 1 reuses each rollout for several optimizer "
                                              "steps; it cannot be combined with accumulate_grad_batches")
             self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
+
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
         """Checkpoints are always read with ``weights_only=True``: loading a file never runs its code."""
         return super().load_checkpoint(checkpoint_path, weights_only=True)
@@ -133,14 +163,18 @@ class GRPOMixin:
         totals = torch.tensor([r.total for r in rewards]).view(len(batch), -1)  # [B, G]
         means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
         scored = time.perf_counter()
-        loss = self._update(rollout, totals, means, step=self._steps_now(batch_idx))
+        self._window.append((rollout, totals))
+        out = {"rollout": rollout, "rewards": rewards}
+        if self._steps_now(batch_idx):  # the window is complete: train on all its batches
+            window, self._window = self._window, []
+            out["loss"] = self._update(window, means)
         done = time.perf_counter()
         tokens = rollout.prompts.tensors["attention_mask"].sum() * self.num_generations
         tokens = tokens + rollout.completion_mask.sum()
         for name, value in (("sample_s", sampled - start), ("score_s", scored - sampled),
                             ("train_s", done - scored), ("tokens_per_s", float(tokens) / (done - start))):
             means.add(f"perf/{name}", value)
-        return {"loss": loss, "metrics": means.result(), "rollout": rollout, "rewards": rewards}
+        return out | {"metrics": means.result()}
 
     def _sampling_seed(self) -> int:
         """Seed of this step's sampling noise: the run's seed (`seed_everything`) and the global step, so
@@ -148,98 +182,95 @@ class GRPOMixin:
         base = int(os.environ.get("PL_GLOBAL_SEED", 0))
         return base * 2**32 + self.lightning_module.trainer.global_step
 
-    def _verify(self, rollout: Rollout) -> list:
-        datamodule = self.lightning_module.trainer.datamodule
-        if not hasattr(datamodule, "verify"):
-            raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
-                               "datamodules.PretextDataModule")
-        return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
-
     def _steps_now(self, batch_idx: int) -> bool:
         """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
         last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
         return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
 
-    def _update(self, rollout: Rollout, totals: Tensor, means: Means, step: bool) -> Tensor:
-        """Advantages, then ``num_iterations`` optimizer steps over micro-batches of the kept rows (or, when
-        accumulating, gradients added to the window, with an optimizer step only when ``step``)."""
-        device = self.root_device
-        advantages = self._advantages(totals).to(device)  # [N]
-        zero_std = F.zero_std_groups(totals)  # [B]
-        keep = ~zero_std.repeat_interleave(self.num_generations) if self.filter_zero_variance else None
-        rows = torch.arange(rollout.size) if keep is None else torch.nonzero(keep).flatten()
-        mask = rollout.completion_mask.clone()
-        if self.mask_truncated:
-            mask[rollout.truncated] = False
-        plan = self._micro_batches(rows)
-        tokens = float(mask[rows].sum())
-        norm = F.loss_normaliser(self.loss_type, len(rows), tokens, self._global_mean(tokens),
-                                 self.max_new_tokens)
-        old = self._no_grad_log_probs(rollout, plan, reference=False) if self.num_iterations > 1 else None
-        ref = self._no_grad_log_probs(rollout, plan, reference=True) if self.beta > 0 else None
-        total = torch.zeros((), device=device)
+    def _update(self, window: list[tuple[Rollout, Tensor]], means: Means) -> Tensor:
+        """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches of its
+        kept rows: the update of one batch holding all the window's groups, on any number of ranks."""
+        parts = self._parts(window)
+        total = torch.zeros((), device=self.root_device)
+        final, skipped = last_chunk(parts), 0
         for _ in range(self.num_iterations):
-            for i, (chunk, live) in enumerate(plan):
-                with self._sync_context(last=step and i == len(plan) - 1):
-                    out = super().training_step(rollout, chunk)
-                    loss = self._loss(out, chunk, advantages, mask, old, ref, norm, means if live else None)
-                    self.lightning_module.manual_backward(loss * live / self.accumulate_grad_batches)
-                total += loss.detach() * live / self.num_iterations
-            if step:
-                self._optimizer_step(means)
+            if self.beta > 0 and self.beta_schedule != "constant":
+                means.add("train/grpo/beta", self._beta())
+            for p, part in enumerate(parts):
+                for i, (chunk, live) in enumerate(part.plan):
+                    out = super().training_step(part.rollout, chunk)
+                    loss = self._loss(out, part, chunk, means if live else None)
+                    with self._sync_context(last=(p, i) == final):
+                        self.lightning_module.manual_backward(loss * live)
+                    total += loss.detach() * live / self.num_iterations
+            skipped += self._optimizer_step(means)
+        means.add("train/grpo/skipped_steps", skipped)
         means.add("train/grpo/loss", total.item())
-        means.add("train/grpo/adv_std", advantages.std().item())
-        means.add("train/grpo/frac_zero_std", zero_std.float().mean().item())
-        means.add("train/grpo/completion_len", rollout.completion_mask.sum(1).float().mean().item())
-        means.add("train/grpo/truncated", rollout.truncated.float().mean().item())
+        add_window_metrics(means, parts, [totals for _, totals in window])
         return total
 
-    def _advantages(self, totals: Tensor) -> Tensor:
-        """``[N]`` advantages of this rank's rows; ``batch`` scaling uses the std over every rank's rewards."""
+    def _parts(self, window: list[tuple[Rollout, Tensor]]) -> list[Part]:
+        """The window's batches with their advantages, kept rows, masks, micro-batch plans, loss divisors and
+        the old / reference log-probs they need."""
+        totals = [t for _, t in window]
+        advantages = self._advantages(totals)
+        parts = [make_part(rollout, t, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
+                 for (rollout, t), adv in zip(window, advantages, strict=True)]
+        counts = self.reduce(torch.tensor([part.counts for part in parts], device=self.root_device),
+                             reduce_op="sum")  # [k, 2] over all ranks
+        divisors = F.window_normalisers(self.loss_type, counts.cpu(), self.max_new_tokens)
+        chunks = torch.tensor([chunk_count(part.rows, self.micro_batch_size) for part in parts],
+                              device=self.root_device)
+        chunks = self.reduce(chunks, reduce_op="max").tolist()  # [k], the same on every rank
+        for part, divisor, count in zip(parts, divisors, chunks, strict=True):
+            part.plan = plan_micro_batches(part.rows, self.micro_batch_size, int(count))
+            part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
+            if self.num_iterations > 1:
+                part.old = self._no_grad_log_probs(part.rollout, part.plan, reference=False)
+            if self.beta > 0:
+                part.ref = self._no_grad_log_probs(part.rollout, part.plan, reference=True)
+        return parts
+
+    def _advantages(self, totals: list[Tensor]) -> list[Tensor]:
+        """``[N]`` advantages of each batch; ``batch`` scaling uses the std over every batch of the window on
+        every rank."""
         if self.scale_rewards != "batch":
-            return F.group_advantages(totals, self.scale_rewards).flatten()
-        everyone = self.all_gather(totals.to(self.root_device)).reshape(-1, totals.shape[1]).cpu()  # [W*B, G]
-        mine = slice(self.global_rank * len(totals), (self.global_rank + 1) * len(totals))
-        return F.group_advantages(everyone, "batch")[mine].flatten()
-
-    def _micro_batches(self, rows: Tensor) -> list[tuple[Tensor, float]]:
-        """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks
-        re-run one row with weight 0) because each backward pass is a collective under DDP."""
-        size = self.micro_batch_size or max(len(rows), 1)
-        plan = [(chunk, 1.0) for chunk in torch.split(rows, size) if len(chunk)]
-        count = int(self.reduce(torch.tensor(len(plan), device=self.root_device), reduce_op="max"))
-        filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
-        return plan + [(filler, 0.0)] * (count - len(plan))
-
-    def _global_mean(self, value: float) -> float:
-        return float(self.reduce(torch.tensor(value, device=self.root_device), reduce_op="mean"))
+            return window_advantages(totals, self.scale_rewards)
+        mine = torch.cat(totals)  # [kB, G]
+        everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*kB, G]
+        return window_advantages(totals, "batch", everyone, offset=self.global_rank * len(mine))
 
     def _sync_context(self, last: bool):
-        """Skip the gradient all-reduce on every micro-batch but the last."""
+        """Skip the gradient all-reduce on every backward pass of the window but the last. It wraps the
+        backward only: under manual optimization Lightning turns DDP's sync back on after each forward."""
         if last or not isinstance(self, ParallelStrategy):
             return nullcontext()
         return self.block_backward_sync()
 
     @torch.no_grad()
-    def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor:
-        module = self.lightning_module
-        out = torch.zeros(rollout.completion_ids.shape, device=self.root_device)  # [N, L]
+    def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
+        module, out = self.lightning_module, None
         for chunk, _ in plan:
             if reference:
-                out[chunk] = module.reference_log_probs(rollout, chunk)
+                logps = module.reference_log_probs(rollout, chunk)
             else:
-                out[chunk] = module.token_log_probs(rollout, chunk)[0]
+                logps = module.token_log_probs(rollout, chunk)[0]
+            if out is None:  # [N, L] in the log-probs' own dtype
+                out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
+            out[chunk] = logps
         return out
 
-    def _loss(self, out: dict, rows: Tensor, advantages: Tensor, mask: Tensor, old: Tensor | None,
-              ref: Tensor | None, norm: float, means: Means | None) -> Tensor:
+    def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
+        """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
         logps, entropy = out["logps"], out["entropy"]  # [n, L]
-        m = mask[rows].to(logps.device)
-        old_logps = logps.detach() if old is None else old[rows]
-        per_token, clipped = F.per_token_loss(logps, old_logps, advantages[rows], m, self.loss_type,
+        m = part.mask[rows].to(logps.device)
+        old_logps = logps.detach() if part.old is None else part.old[rows]
+        per_token, clipped = F.per_token_loss(logps, old_logps, part.advantages[rows], m, self.loss_type,
                                               self.epsilon, self.epsilon_high)
-        if ref is not None:
-            kl = F.kl_penalty(logps, ref[rows], self.kl_estimator)
+        if part.ref is not None:
+            kl = F.kl_penalty(logps, part.ref[rows], self.kl_estimator)
+            if self.kl_bias_correction:  # importance weight of the samples, which came from pi_old
+                kl = kl * (logps - old_logps).exp()
             per_token = per_token + self._beta() * kl
         if self.entropy_coef:
             per_token = per_token - self.entropy_coef * entropy
@@ -247,19 +278,19 @@ class GRPOMixin:
             tokens = float(m.sum().clamp(min=1))
             means.add("train/grpo/entropy", float((entropy.detach() * m).sum()) / tokens, tokens)
             means.add("train/grpo/clip_frac", float(clipped.sum()) / tokens, tokens)
-            if ref is not None:
+            if part.ref is not None:
                 means.add("train/grpo/kl", float((kl.detach() * m).sum()) / tokens, tokens)
-        return F.aggregate(per_token, m, self.loss_type, norm)
+        return F.aggregate(per_token, m, self.loss_type, part.divisor)
 
     def _beta(self) -> float:
         trainer = self.lightning_module.trainer
         progress = trainer.global_step / trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else 0.0
         return F.scheduled(self.beta, self.beta_schedule, progress)
 
-    def _optimizer_step(self, means: Means) -> None:
+    def _optimizer_step(self, means: Means) -> bool:
         """Clip and step; a non-finite gradient (from a non-finite loss or an overflow) skips the step, so
-        the weights and the optimizer's moments stay as they were. The norm is of the synchronised gradients,
-        so every rank takes the same decision."""
+        the weights and the optimizer's moments stay as they were (returns whether it did). The norm is of
+        the synchronised gradients, so every rank takes the same decision."""
         module = self.lightning_module
         optimizer = module.optimizers()
         params = [p for p in module.parameters() if p.requires_grad]
@@ -267,9 +298,8 @@ class GRPOMixin:
         norm = torch.nn.utils.clip_grad_norm_(params, clip)
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor under FSDP2
         finite = math.isfinite(norm)
-        means.add("train/grpo/skipped_steps", float(not finite) / self.num_iterations)
         if finite:
-            means.add("train/grpo/grad_norm", norm / self.num_iterations)
+            means.add("train/grpo/grad_norm", norm)
         else:  # optimizers leave parameters without a gradient (and their state) untouched
             log.warning("step %d: non-finite gradient norm (%s); the update is skipped",
                         module.trainer.global_step, norm)
@@ -279,32 +309,7 @@ class GRPOMixin:
         scheduler = module.lr_schedulers()
         if scheduler is not None:
             scheduler.step()
-
-    # ---- evaluation -----------------------------------------------------------------------------
-    def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
-        self.eval_pass_k = check_eval_settings(n, temperature, top_p, ks)
-        self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
-        self.eval_seed = seed
-
-    @property
-    def eval_score_names(self) -> list[str]:
-        """Per-example scores each evaluation step returns (`zoo.grpo.evaluation.example_scores`)."""
-        return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
-
-    def validation_step(self, batch: list, batch_idx: int) -> dict:
-        """``eval_num_generations`` completions per held-out example (greedy, or sampled with the fixed
-        ``eval_seed``), their rewards, and per-example scores that the metrics callback averages."""
-        module, n = self.lightning_module, self.eval_num_generations
-        if self.eval_temperature == 0:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
-        else:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature,
-                                    top_p=self.eval_top_p, seed=self.eval_seed)
-        rewards = self._verify(rollout)
-        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.eval_pass_k)}
-
-    test_step = validation_step
-
+        return not finite
 
 def _check(ok: bool, message: str) -> None:
     if not ok:

@@ -1,0 +1,300 @@
+"""A policy whose parameters are its logits, a data module whose rewards are fixed, and GRPO written again from
+the papers' formulas (not from `zoo.grpo.functional`), so tests can pin the strategy's gradients exactly.
+
+Every completion row (prompt i, sample g) has its own ``[L, V]`` block of logits in the parameter ``theta``:
+the gradient on a block is the gradient of the loss with respect to that row's token log-probs (through a
+softmax), so a weight, advantage or mask on the wrong row shows in the wrong block. Everything is float64.
+
+Run as a script under 2 processes (``RANK`` and friends set, as torchrun sets them) it trains the cases of
+`RANK_CASES` with `zoo.grpo.GRPODDPStrategy` (gloo) and saves rank 0's gradients to ``argv[1]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from torch.utils.data import DataLoader, DistributedSampler
+
+from callbacks import GRPOMetrics
+from tasks import Example, Reward
+from zoo.grpo import GRPODDPStrategy, GRPOStrategy, Rollout
+from zoo.grpo.rollout import completion_mask
+
+V, L_MAX, G_MAX, EOS = 5, 6, 4, 0
+LR = 10.0  # large, so that a second iteration sees ratios well away from 1 (and clipping)
+#: rewards of each prompt's 4 samples; prompts 0, 2, 5, 7 are zero-variance groups. With 2 processes and 2
+#: prompts per rank, rank 0 keeps no group in step 0 (prompts 0, 2) and rank 1 none in step 1 (5, 7).
+REWARDS = [[0, 0, 0, 0], [1, 0, 0.5, 0], [1, 1, 1, 1], [0, 1, 1, 0.25],
+           [0.5, 0, 1, 1], [0, 0, 0, 0], [1, 0.25, 0, 0], [0.5, 0.5, 0.5, 0.5]]
+DEFAULTS = dict(num_generations=4, temperature=1.0, top_p=1.0, max_new_tokens=4, loss_type="grpo",
+                scale_rewards="group", epsilon=0.2, epsilon_high=None, beta=0.0, kl_estimator="k3",
+                beta_schedule="constant", kl_bias_correction=False, num_iterations=1, mask_truncated=False,
+                filter_zero_variance=False, micro_batch_size=None, entropy_coef=0.0, max_grad_norm=None)
+
+
+def make_examples() -> list[Example]:
+    """8 prompts; sample g of prompt i has random tokens and its first EOS at a random place (or none)."""
+    rng = torch.Generator().manual_seed(7)
+    examples = []
+    for i, rewards in enumerate(REWARDS):
+        tokens = torch.randint(1, V, (G_MAX, L_MAX), generator=rng).tolist()
+        eos = [int(e) if e < L_MAX else None for e in torch.randint(0, L_MAX + 2, (G_MAX,), generator=rng)]
+        examples.append(Example(messages=[], answer=None, task="fixed", uid=f"p{i}",
+                                meta={"index": i, "rewards": rewards, "tokens": tokens, "eos": eos}))
+    return examples
+
+
+EXAMPLES = make_examples()
+
+
+def initial_theta() -> tuple[torch.Tensor, torch.Tensor]:
+    """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX, V]``."""
+    rng = torch.Generator().manual_seed(3)
+    theta = torch.randn(len(EXAMPLES) * G_MAX, L_MAX, V, generator=rng, dtype=torch.float64)
+    return theta, theta + 0.5 * torch.randn(theta.shape, generator=rng, dtype=torch.float64)
+
+
+def completion(example: Example, g: int, max_new_tokens: int) -> list[int]:
+    """Tokens of sample g, EOS placed, cut at ``max_new_tokens``."""
+    tokens, eos = list(example.meta["tokens"][g]), example.meta["eos"][g]
+    if eos is not None:
+        tokens[eos] = EOS
+    return tokens[:max_new_tokens]
+
+
+REFERENCE = initial_theta()[1]
+
+
+class Recorder(torch.optim.SGD):
+    """SGD that keeps a copy of the gradients it is asked to apply (after the strategy's clipping)."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.grads: list[torch.Tensor | None] = []
+
+    def step(self, closure=None):
+        grad = self.param_groups[0]["params"][0].grad
+        self.grads.append(None if grad is None else grad.detach().clone())
+        return super().step(closure)
+
+
+class TablePolicy(LightningModule):
+    """The `zoo.PolicyModule` interface the strategy uses, over a table of logits; records what it is asked."""
+
+    def __init__(self, lr: float = LR):
+        super().__init__()
+        theta, ref = initial_theta()
+        self.theta = torch.nn.Parameter(theta)
+        self.ref_theta, self.lr = ref, lr
+        self.automatic_optimization = False
+        self.sampled, self.chunks, self.reference_calls = [], [], 0
+
+    def sample(self, examples, num_generations, *, max_new_tokens, temperature=1.0, top_p=1.0, seed=None):
+        self.sampled.append(dict(num_generations=num_generations, max_new_tokens=max_new_tokens,
+                                 temperature=temperature, top_p=top_p))
+        ids = torch.tensor([completion(ex, g, max_new_tokens) for ex in examples for g in range(num_generations)])
+        mask, truncated = completion_mask(ids, [EOS])
+        prompts = SimpleNamespace(tensors={"attention_mask": torch.ones(len(examples), 2)})
+        return Rollout(list(examples), prompts, num_generations, ids.masked_fill(~mask, EOS), mask, truncated,
+                       [str(g) for _ in examples for g in range(num_generations)], temperature=temperature)
+
+    def token_log_probs(self, rollout, rows, theta=None):
+        theta = self.theta if theta is None else theta
+        keys = torch.tensor([rollout.example(n).meta["index"] * G_MAX + n % rollout.num_generations
+                             for n in rows.tolist()])
+        length = rollout.completion_ids.shape[1]
+        logp = torch.log_softmax(theta[keys, :length] / rollout.temperature, dim=-1)  # [n, L, V]
+        logps = logp.gather(-1, rollout.completion_ids[rows][..., None]).squeeze(-1)  # [n, L]
+        return logps, -(logp.exp() * logp).sum(-1)
+
+    def training_step(self, rollout, rows):
+        self.chunks.append(len(rows))
+        logps, entropy = self.token_log_probs(rollout, rows)
+        return {"logps": logps, "entropy": entropy}
+
+    def reference_log_probs(self, rollout, rows):
+        self.reference_calls += 1
+        return self.token_log_probs(rollout, rows, self.ref_theta)[0]
+
+    def configure_optimizers(self):
+        self.recorder = Recorder(self.parameters(), self.lr)
+        return self.recorder
+
+
+class FixedRewards(LightningDataModule):
+    """`EXAMPLES` in order (rank r of W takes prompts r, r + W, ...); completion ``"g"`` of a prompt earns its
+    ``rewards[g]``."""
+
+    def __init__(self, batch_size: int):
+        super().__init__()
+        self.batch_size = batch_size
+
+    def train_dataloader(self):
+        sampler = DistributedSampler(EXAMPLES, shuffle=False) if self.trainer.world_size > 1 else None
+        return DataLoader(EXAMPLES, batch_size=self.batch_size, sampler=sampler, collate_fn=list)
+
+    def verify(self, example, text):
+        reward = float(example.meta["rewards"][int(text)])
+        return Reward(total=reward, parts={"accuracy": reward})
+
+
+@dataclass
+class Run:
+    grads: list
+    metrics: dict
+    policy: TablePolicy = field(repr=False)
+
+
+def train(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1, lr: float = LR,
+          distributed: bool = False, metrics: bool = False) -> Run:
+    """`Trainer.fit` of the table policy under the GRPO strategy (DDP over the launched processes when
+    ``distributed``); ``batch_size`` is per rank. ``metrics`` logs them (slow: Lightning's ``log``)."""
+    strategy = (GRPODDPStrategy(process_group_backend="gloo", **(DEFAULTS | settings)) if distributed
+                else GRPOStrategy(**(DEFAULTS | settings)))
+    policy = TablePolicy(lr)
+    trainer = Trainer(max_steps=steps, strategy=strategy, accelerator="cpu", devices=2 if distributed else 1,
+                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)] if metrics else [],
+                      limit_val_batches=0, num_sanity_val_steps=0, accumulate_grad_batches=accumulate,
+                      log_every_n_steps=1, use_distributed_sampler=False)
+    trainer.fit(policy, FixedRewards(batch_size))
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    return Run(policy.recorder.grads, metrics, policy)
+
+
+# ---- GRPO again, from the formulas -------------------------------------------------------------------
+def advantages(window: list[list[Example]], s: dict) -> dict[tuple[int, int], float]:
+    """Advantage of every (prompt index, g) of the window's groups."""
+    G, out = s["num_generations"], {}
+    everyone = [r for batch in window for ex in batch for r in ex.meta["rewards"][:G]]
+    for ex in (ex for batch in window for ex in batch):
+        rewards = ex.meta["rewards"][:G]
+        mean = statistics.fmean(rewards)
+        scale = {"group": statistics.stdev(rewards) + 1e-4, "batch": statistics.stdev(everyone) + 1e-4,
+                 "none": 1.0}[s["scale_rewards"]]
+        out.update({(ex.meta["index"], g): (r - mean) / scale for g, r in enumerate(rewards)})
+    return out
+
+
+def token_terms(theta, old, ex: Example, g: int, adv: float, s: dict, beta: float) -> tuple[list, list]:
+    """Per-token loss terms of sample g of ``ex`` and which tokens count."""
+    ids, eos = completion(ex, g, s["max_new_tokens"]), ex.meta["eos"][g]
+    truncated = eos is None or eos >= s["max_new_tokens"]
+    counts = [t <= (len(ids) if truncated else eos) and not (truncated and s["mask_truncated"])
+              for t in range(len(ids))]
+    key = ex.meta["index"] * G_MAX + g
+
+    def logp_of(table, t):
+        return torch.log_softmax(table[key, t] / s["temperature"], dim=-1)
+
+    logp = [logp_of(theta, t)[i] for t, i in enumerate(ids)]
+    old_logp = [logp_of(old, t)[i].detach() for t, i in enumerate(ids)]
+    ratio = [torch.exp(a - b) for a, b in zip(logp, old_logp, strict=True)]
+    if s["loss_type"] == "gspo":
+        n = max(sum(counts), 1)
+        seq = torch.exp(sum(a - b for a, b, c in zip(logp, old_logp, counts, strict=True) if c) / n)
+        ratio = [seq] * len(ids)
+    low, high = 1 - s["epsilon"], 1 + (s["epsilon"] if s["epsilon_high"] is None else s["epsilon_high"])
+    terms = []
+    for t, i in enumerate(ids):
+        if s["loss_type"] == "gpg":
+            term = -adv * logp[t]
+        else:
+            term = -torch.minimum(ratio[t] * adv, torch.clamp(ratio[t], low, high) * adv)
+        if s["beta"]:
+            log_r = logp_of(REFERENCE, t)[i] - logp[t]  # log(pi_ref / pi)
+            kl = {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.exp(log_r) - log_r - 1}[s["kl_estimator"]]
+            term = term + beta * kl * (torch.exp(logp[t] - old_logp[t]) if s["kl_bias_correction"] else 1)
+        probs = torch.softmax(theta[key, t] / s["temperature"], dim=-1)
+        entropy = -(probs * logp_of(theta, t)).sum()
+        terms.append(term - s["entropy_coef"] * entropy)
+    return terms, counts
+
+
+def window_loss(theta, old, window: list[list[Example]], s: dict, beta: float) -> torch.Tensor:
+    """The loss of one optimizer step over the window's batches, written out per loss type."""
+    adv = advantages(window, s)
+    per_batch = []  # (sum of token terms, sum of row means, rows, tokens) of each batch
+    for batch in window:
+        total, row_means, rows, tokens = 0.0, 0.0, 0, 0
+        for ex in batch:
+            rewards = ex.meta["rewards"][:s["num_generations"]]
+            if s["filter_zero_variance"] and len(set(rewards)) == 1:
+                continue
+            for g in range(s["num_generations"]):
+                terms, counts = token_terms(theta, old, ex, g, adv[ex.meta["index"], g], s, beta)
+                kept = sum(term for term, c in zip(terms, counts, strict=True) if c)
+                total, row_means = total + kept, row_means + kept / max(sum(counts), 1)
+                rows, tokens = rows + 1, tokens + sum(counts)
+        per_batch.append((total, row_means, rows, tokens))
+    rows, tokens = sum(b[2] for b in per_batch), sum(b[3] for b in per_batch)
+    kind = s["loss_type"]
+    if kind in ("grpo", "gspo"):
+        return sum(b[1] for b in per_batch) / max(rows, 1)
+    if kind == "dr_grpo":
+        return sum(b[0] for b in per_batch) / max(rows * s["max_new_tokens"], 1)
+    if kind == "bnpo":  # each batch's token mean, averaged over the window's batches
+        return sum(b[0] / max(b[3], 1) for b in per_batch) / len(per_batch)
+    return sum(b[0] for b in per_batch) / max(tokens, 1)  # dapo, gpg
+
+
+def beta_at(s: dict, step: int, steps: int) -> float:
+    progress = step / steps
+    return s["beta"] * {"constant": 1.0, "linear": 1 - progress,
+                        "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[s["beta_schedule"]]
+
+
+def reference(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1,
+              lr: float = LR) -> list[dict]:
+    """Gradient (after clipping), its norm before clipping and the loss of each optimizer step, by SGD over
+    global batches of ``batch_size`` prompts, ``accumulate`` of them per step."""
+    s = DEFAULTS | settings
+    theta = initial_theta()[0]
+    batches = [EXAMPLES[i:i + batch_size] for i in range(0, len(EXAMPLES), batch_size)]
+    steps_done, b, out = 0, 0, []
+    while steps_done < steps:
+        window = [batches[(b + j) % len(batches)] for j in range(accumulate)]
+        b, old = b + accumulate, theta.clone()
+        for _ in range(s["num_iterations"]):
+            variable = theta.clone().requires_grad_()
+            loss = window_loss(variable, old, window, s, beta_at(s, steps_done, steps))
+            (grad,) = torch.autograd.grad(loss, variable)
+            norm = float(grad.norm())
+            if s["max_grad_norm"] is not None:
+                grad = grad * min(1.0, s["max_grad_norm"] / (norm + 1e-6))
+            out.append(dict(grad=grad, norm=norm, loss=float(loss.detach())))
+            theta, steps_done = theta - lr * grad, steps_done + 1
+    return out
+
+
+# ---- two processes -------------------------------------------------------------------------------------
+#: 2-process cases: every loss type with and without the filter (entropy and KL terms on, uneven
+#: micro-batches), plus batch-std advantages and accumulation.
+RANK_CASES = {f"{loss}-filter={f}": dict(loss_type=loss, filter_zero_variance=f, entropy_coef=0.1, beta=0.2,
+                                         micro_batch_size=3)
+              for loss in ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg") for f in (False, True)}
+RANK_CASES |= {"batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
+               "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True)}
+ACCUMULATED_RANK_CASES = {f"accumulate-{loss}": dict(loss_type=loss, filter_zero_variance=True, entropy_coef=0.1)
+                          for loss in ("dapo", "grpo", "bnpo")}
+
+
+def rank_main(out: str) -> None:
+    results = {}
+    for name, settings in RANK_CASES.items():
+        results[name] = train(settings, steps=2, batch_size=2, distributed=True).grads
+    for name, settings in ACCUMULATED_RANK_CASES.items():
+        results[name] = train(settings, steps=1, batch_size=1, accumulate=2, distributed=True).grads
+    if int(os.environ["RANK"]) == 0:
+        torch.save(results, out)
+
+
+if __name__ == "__main__":
+    rank_main(sys.argv[1])

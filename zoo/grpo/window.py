@@ -1,0 +1,111 @@
+"""The batches of one optimizer step (a gradient accumulation window) as GRPO trains on them: each batch's kept
+rows, loss mask, advantages, micro-batch plan and the divisor of its summed loss.
+
+The strategy scores every batch of a window before it trains on any, so the window's update is the update of
+one batch holding all its groups: ``scale_rewards: batch`` takes the std over the window and the normalisers
+count the window's rows and tokens over every rank (`zoo.grpo.functional.window_normalisers`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from zoo.grpo import functional as F
+from zoo.grpo.rollout import Rollout
+
+
+@dataclass
+class Part:
+    """One batch of a window.
+
+    Attributes:
+        rollout: Its rollout (B prompts, G samples each).
+        advantages: ``[N]``.
+        mask: Tokens that count in the loss, ``[N, L]`` bool.
+        rows: The rows that enter the loss, ``[n]`` (all of them unless ``filter_zero_variance``).
+        plan: Micro-batches of ``rows`` and their weights (`plan_micro_batches`).
+        divisor: This rank's divisor of the batch's summed loss.
+        old: Log-probs of the sampling policy ``[N, L]`` (None when on-policy).
+        ref: Log-probs of the reference policy ``[N, L]`` (None without a KL term).
+    """
+
+    rollout: Rollout
+    advantages: Tensor
+    mask: Tensor
+    rows: Tensor
+    plan: list = field(default_factory=list)
+    divisor: float = 1.0
+    old: Tensor | None = None
+    ref: Tensor | None = None
+
+    @property
+    def counts(self) -> list[float]:
+        """Kept rows and their counted tokens."""
+        return [float(len(self.rows)), float(self.mask[self.rows].sum())]
+
+
+def make_part(rollout: Rollout, totals: Tensor, advantages: Tensor, filter_zero_variance: bool,
+              mask_truncated: bool) -> Part:
+    """A batch's kept rows (groups with equal rewards left out when filtering) and loss mask (completions
+    without an EOS left out with ``mask_truncated``)."""
+    rows = torch.arange(rollout.size)
+    if filter_zero_variance:
+        keep = ~F.zero_std_groups(totals).repeat_interleave(rollout.num_generations)  # [N]
+        rows = torch.nonzero(keep).flatten()
+    mask = rollout.completion_mask.clone()  # [N, L]
+    if mask_truncated:
+        mask[rollout.truncated] = False
+    return Part(rollout, advantages, mask, rows)
+
+
+def window_advantages(totals: list[Tensor], scale: str, everyone: Tensor | None = None,
+                      offset: int = 0) -> list[Tensor]:
+    """``[N]`` advantages of each batch of a window from its ``[B, G]`` rewards.
+
+    Args:
+        totals: Rewards of each batch of this rank.
+        scale: ``scale_rewards``.
+        everyone: For ``batch`` scaling, the rewards of every batch of every rank, ``[W * sum(B), G]``: the
+            std is taken over all of them.
+        offset: Where this rank's rows start in ``everyone``.
+    """
+    if scale != "batch":
+        return [F.group_advantages(t, scale).flatten() for t in totals]
+    size = sum(len(t) for t in totals)
+    mine = F.group_advantages(everyone, "batch")[offset:offset + size]  # [sum(B), G]
+    return [a.flatten() for a in torch.split(mine, [len(t) for t in totals])]
+
+
+def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[tuple[Tensor, float]]:
+    """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count`` chunks
+    by chunks that re-run one row with weight 0: every rank must run as many forward and backward passes
+    (each is a collective under DDP and FSDP2)."""
+    plan = [(chunk, 1.0) for chunk in torch.split(rows, size or max(len(rows), 1)) if len(chunk)]
+    filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
+    return plan + [(filler, 0.0)] * (count - len(plan))
+
+
+def chunk_count(rows: Tensor, size: int | None) -> int:
+    """Micro-batches of ``size`` that ``rows`` need."""
+    return -(-len(rows) // (size or max(len(rows), 1)))
+
+
+def last_chunk(parts: list[Part]) -> tuple[int, int] | None:
+    """``(part, chunk)`` of the window's last backward pass (the one that synchronises gradients), None when
+    no part has a chunk (the same on every rank, as the plans are)."""
+    for p in reversed(range(len(parts))):
+        if parts[p].plan:
+            return p, len(parts[p].plan) - 1
+    return None
+
+
+def add_window_metrics(means, parts: list[Part], totals: list[Tensor]) -> None:
+    """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches."""
+    means.add("train/grpo/adv_std", torch.cat([part.advantages for part in parts]).std().item())
+    means.add("train/grpo/frac_zero_std", F.zero_std_groups(torch.cat(totals)).float().mean().item())
+    for name, values in (("completion_len", [p.rollout.completion_mask.sum(1) for p in parts]),
+                         ("truncated", [p.rollout.truncated for p in parts])):
+        means.add(f"train/grpo/{name}", torch.cat(values).float().mean().item())
