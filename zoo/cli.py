@@ -2,9 +2,10 @@
 
 ``zoo --help`` lists every command; ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``;
 ``zoo fit --print_config``; ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory);
-``zoo list`` (models, tasks, sources); ``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro
+``zoo list`` (models, tasks, sources); ``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro
 <claim>`` (small-scale paper reproductions); ``zoo preview --config <yaml>`` (a contact sheet of what the policy
-sees); ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
+sees); ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights).
 """
 
 from __future__ import annotations
@@ -237,16 +238,22 @@ def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -
         policy: Import paths of the checkpoint's policy class when it is not one of zoo's (a checkpoint alone
             never makes zoo import a class).
     """
-    from zoo.export import export
+    from zoo.tools.export import export
 
     print(f"[zoo] exported {ckpt} to {export(ckpt, out, policy or [])}")
 
 
 #: The tools besides the Trainer's commands: ``module:attribute`` of a typed function, a dataclass whose instance
 #: is called, or a dict of them (sub-commands, its ``_help`` the description), run by `run_typed`.
-COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.catalog:list_catalog", "bench": "zoo.bench:Bench",
-            "preview": "zoo.preview:preview", "pretext-bench": "zoo.pretext_bench:COMMANDS", "repro": "zoo.repro:repro"}
-#: A parameter of a tool that takes every argument not its own, read as by ``zoo fit`` (`zoo.preview`).
+COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.tools.catalog:list_catalog",
+            "speed": "zoo.tools.speed:Speed", "preview": "zoo.tools.preview:preview",
+            "pretext-bench": "zoo.tools.pretext_bench:COMMANDS", "repro": "zoo.tools.repro:repro",
+            "chain": "zoo.chain:chain"}
+#: Old command names: what ``zoo --help`` says of each, and the line ``zoo <name>`` answers with.
+RENAMED = {"bench": ("Renamed: zoo speed; evaluation benchmarks run with zoo test.",
+                     "zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks "
+                     "run with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")}
+#: A parameter of a tool that takes every argument not its own, read as by ``zoo fit`` (`zoo.tools.preview`).
 FIT_ARGS = "fit_args"
 
 
@@ -305,7 +312,7 @@ def _own_arguments(argv: list[str], names: set[str]) -> tuple[list[str], list[st
 
 def usage() -> str:
     """``zoo --help``: every command with its one-line description, and where a run writes."""
-    tools = {name: summary(command(name)) for name in COMMANDS}
+    tools = {name: summary(command(name)) for name in COMMANDS} | {name: text for name, (text, _) in RENAMED.items()}
     width = max(map(len, [*TRAINER_COMMANDS, *tools]))
     lines = ["usage: zoo <command> [options]        (zoo <command> --help: the options of a command)", "",
              "Training and evaluation (LightningCLI: --config <yaml>, dotted overrides such as "
@@ -345,6 +352,8 @@ def _dispatch(argv: list[str], args: list[str] | None) -> None:
             raise SystemExit(2)
     elif argv[0] in COMMANDS:
         run_typed(f"zoo {argv[0]}", command(argv[0]), argv[1:])
+    elif argv[0] in RENAMED:
+        raise SystemExit(RENAMED[argv[0]][1])
     else:
         cli(args)
 

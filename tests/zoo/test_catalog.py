@@ -15,8 +15,8 @@ from datamodules.sources.base import Source
 from tasks import Task
 from tests.helpers import discover
 from zoo import PolicyModule
-from zoo.catalog import CONFIG_KEYS, description, found, print_catalog, rows, snippet
 from zoo.cli import main
+from zoo.tools.catalog import CONFIG_KEYS, description, found, print_catalog, rows, snippet
 
 QUICKSTART = str(Path(__file__).parents[2] / "configs" / "quickstart.yaml")
 PROBE = '''

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from zoo.cli import main as zoo_main
-from zoo.repro import grid_transfer, repro
+from zoo.tools.repro import grid_transfer, repro
 
 SMALL = {"steps": 2, "val_size": 8}
 

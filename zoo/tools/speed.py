@@ -1,4 +1,4 @@
-"""`zoo bench`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
+"""`zoo speed`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
 
 Each framework runs in a subprocess of its own (clean peak memory, no shared caches), on the same rotation
 prompts built from the same synthetic images, with the same group size, completion length, learning rate,
@@ -152,7 +152,7 @@ def run_trl(settings: Settings) -> dict:
 
     path = tiny.resolve(settings.model)
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
-    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
+    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
                         per_device_train_batch_size=settings.prompts * settings.generations,
                         num_generations=settings.generations,
                         max_completion_length=settings.max_new_tokens, max_steps=settings.steps + settings.warmup,
@@ -199,7 +199,7 @@ def table(summaries: dict[str, dict]) -> str:
 
 
 @dataclass
-class Bench(Settings):
+class Speed(Settings):
     """GRPO steps of zoo and of TRL's GRPOTrainer side by side, on the same model, prompts and settings.
 
     Each framework runs in a subprocess of its own; the table gives the median seconds per step after the
@@ -222,7 +222,7 @@ class Bench(Settings):
         for framework in self.frameworks:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "result.json"
-                command = [sys.executable, "-m", "zoo.bench", framework, str(out), json.dumps(asdict(settings))]
+                command = [sys.executable, "-m", "zoo.tools.speed", framework, str(out), json.dumps(asdict(settings))]
                 subprocess.run(command, check=True, cwd=tmp)
                 summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
         print(f"settings: {asdict(settings)}")
@@ -233,8 +233,8 @@ class Bench(Settings):
 
 
 def _child(framework: str, out: Path, settings: Settings) -> None:
-    """One framework's steps, in the subprocess `Bench` starts."""
-    torch.set_num_threads(int(os.environ.get("ZOO_BENCH_THREADS", torch.get_num_threads())))
+    """One framework's steps, in the subprocess `Speed` starts."""
+    torch.set_num_threads(int(os.environ.get("ZOO_SPEED_THREADS", torch.get_num_threads())))
     out.write_text(json.dumps(RUNNERS[framework](settings)))
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from datamodules import SyntheticVideos
 from tasks import TemporalJigsaw
-from zoo.repro.common import Arm, Options, paired, run_claim
+from zoo.tools.repro.common import Arm, Options, paired, run_claim
 
 CLAIM = ("graded (footrule) permutation rewards learn where a binary exact-order reward stalls "
          "(Visual Jigsaw 3x3 image, VideoSSR temporal jigsaw)")
 STEPS = 150
+OPTIONS = Options(steps=STEPS)
 CHANCE_FOOTRULE = 0.375  # mean footrule of a uniformly random order of 4: 1 - (4^2 - 1) / 3 / 8
 
 
@@ -54,7 +55,7 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
 
 
 def main(options: Options) -> dict:
-    """Run the claim with ``options`` (`zoo.repro.repro`)."""
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
     return run_claim(options, arms(), CLAIM, verdict,
                      ["temporal_jigsaw/footrule", "temporal_jigsaw/exact", "temporal_jigsaw/format", "frac_zero_std"],
                      [("jigsaw", "footrule"), ("jigsaw", "exact"), ("jigsaw", "format")])

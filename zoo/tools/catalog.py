@@ -8,28 +8,13 @@ import configparser
 import importlib
 import inspect
 import json
-import pkgutil
 import re
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def subclasses(package_name: str, base: type) -> list[type]:
-    """Concrete subclasses of ``base`` defined under ``package_name`` (every module imported first)."""
-    package = importlib.import_module(package_name)
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
-        importlib.import_module(info.name)
-    found, stack = set(), [base]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            stack.append(sub)
-            if sub.__module__.split(".")[0] == package_name and not inspect.isabstract(sub):
-                found.add(sub)
-    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def extras_requirements() -> dict[str, set[str]]:
@@ -171,10 +156,11 @@ def found() -> dict[str, list[type]]:
     """The classes of each section, in the order of `rows`."""
     from datamodules.sources.base import Source
     from tasks import Task
+    from tasks.discovery import discover
     from zoo.policy import PolicyModule
 
-    return {"models": subclasses("zoo", PolicyModule), "tasks": subclasses("tasks", Task),
-            "sources": subclasses("datamodules", Source)}
+    return {"models": discover("zoo", PolicyModule), "tasks": discover("tasks", Task),
+            "sources": discover("datamodules", Source)}
 
 
 def description(cls: type) -> str:

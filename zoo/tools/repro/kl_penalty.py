@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import Rotation
-from zoo.repro.common import Arm, Options, paired, run_claim
+from zoo.tools.repro.common import Arm, Options, paired, run_claim
 
 CLAIM = "dropping the KL penalty (beta 0, Visual Jigsaw) learns at least as fast as beta 0.04 (Jigsaw-R1)"
 STEPS = 300
+OPTIONS = Options(steps=STEPS)
 
 
 def arms() -> list[Arm]:
@@ -41,7 +42,7 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
 
 
 def main(options: Options) -> dict:
-    """Run the claim with ``options`` (`zoo.repro.repro`)."""
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
     return run_claim(options, arms(), CLAIM, verdict, ["reward", "frac_zero_std", "kl"],
                      [("rotation", "accuracy")])
 
