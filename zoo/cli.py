@@ -269,15 +269,19 @@ def summary(component) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def run_typed(prog: str, component, argv: list[str]):
-    """Parse ``argv`` against the typed signature of ``component`` and run it; ``--help`` shows its docstring
-    and each parameter's ``Args:`` entry, as for ``zoo fit``. Required positional parameters are positional
-    arguments; a ``fit_args`` parameter receives every argument that is not one of the others."""
+def run_typed(prog: str, component, argv: list[str], run: bool = True):
+    """Parse ``argv`` against the typed signature of ``component`` and run it (``run`` False: return the parsed
+    keyword arguments instead, as the docs test checks commands); ``--help`` shows its docstring and each
+    parameter's ``Args:`` entry, as for ``zoo fit``. Required positional parameters are positional arguments; a
+    ``fit_args`` parameter receives every argument that is not one of the others."""
     import docstring_parser
     from jsonargparse import auto_cli
 
     if isinstance(component, dict):
         commands = {name: value for name, value in component.items() if name != "_help"}
+        if argv and argv[0] in commands:
+            return run_typed(f"{prog} {argv[0]}", commands[argv[0]], argv[1:], run)
+        # no sub-command: --help lists them, anything else is an error naming them
         return auto_cli(commands, args=argv, as_positional=True, parser_class=StrictParser, prog=prog,
                         description=component.get("_help", ""))
     doc = docstring_parser.parse(inspect.getdoc(component) or "")
@@ -293,6 +297,8 @@ def run_typed(prog: str, component, argv: list[str]):
         argv, kwargs[FIT_ARGS] = _own_arguments(argv, set(parameters) - {FIT_ARGS})
         parser.epilog = next((f"{p.arg_name}: {p.description}" for p in doc.params if p.arg_name == FIT_ARGS), None)
     kwargs |= parser.instantiate_classes(parser.parse_args(argv)).as_dict()
+    if not run:
+        return kwargs
     return component(**kwargs)() if inspect.isclass(component) else component(**kwargs)
 
 

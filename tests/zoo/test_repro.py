@@ -59,3 +59,8 @@ def test_cli_names_the_claims(capsys):
         zoo_main(["repro", "no_such_claim"])
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("zoo repro: error: ") and "graded_reward" in line and "kl_penalty" in line
+
+
+def test_an_option_of_the_transfer_claims_is_refused_by_the_others():
+    with pytest.raises(ValueError, match="zoo repro kl_penalty takes no plot, probe_every"):
+        repro("kl_penalty", probe_every=5, plot="curve.png")
