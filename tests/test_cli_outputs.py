@@ -122,6 +122,7 @@ def test_zoo_help_lists_every_command_with_its_description(capsys):
         assert len(text) > 20 and re.search(rf"^  {re.escape(name)} +{re.escape(text)}$", out, re.M)
     for name, text in TRAINER_COMMANDS.items():
         assert re.search(rf"^  {name} +{re.escape(text)}$", out, re.M)
+    assert re.search(r"^  bench +Renamed: zoo speed", out, re.M)  # an old name says where it went
     assert "A run writes to <trainer.default_root_dir, default runs>/lightning_logs/version_<n>/" in out
 
 
