@@ -5,7 +5,8 @@
 ``zoo list`` (models, tasks, sources); ``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro
 <claim>`` (small-scale paper reproductions); ``zoo preview --config <yaml>`` (a contact sheet of what the policy
 sees); ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
-``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights).
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights);
+``zoo select --config <yaml>`` (keep the items a base policy's pass rate varies on).
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -
 COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.tools.catalog:list_catalog",
             "speed": "zoo.tools.speed:Speed", "preview": "zoo.tools.preview:preview",
             "pretext-bench": "zoo.tools.pretext_bench:COMMANDS", "repro": "zoo.tools.repro:repro",
-            "chain": "zoo.chain:chain"}
+            "chain": "zoo.chain:chain", "select": "zoo.tools.select:select"}
 #: Old command names: what ``zoo --help`` says of each, and the line ``zoo <name>`` answers with.
 RENAMED = {"bench": ("Renamed: zoo speed; evaluation benchmarks run with zoo test.",
                      "zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks "
