@@ -58,7 +58,7 @@ def test_srft_loss_of_a_hand_built_part():
     expected = torch.tensor([[-0.1 * math.e, -0.1], [-2 * 0.5 / 0.6, -2 * 0.9 / 1.0]])
     torch.testing.assert_close(per_token, expected)
     # SFT: the demonstration's one counted token, w_SFT = 0.5 exp(-1), NLL -log 0.5, over 1 token
-    assert float(extra) == pytest.approx(0.5 * math.exp(-1) * math.log(2))
+    assert float(extra.detach()) == pytest.approx(0.5 * math.exp(-1) * math.log(2))
     extra.backward()
     assert float(logps.grad[1, 0]) == pytest.approx(-0.5 * math.exp(-1)) and float(logps.grad.abs().sum()) == \
         pytest.approx(0.5 * math.exp(-1))  # no gradient on the sample's tokens nor on padding
