@@ -11,7 +11,7 @@ import torch
 
 from tasks import Example
 from zoo.grpo.rollout import Rollout
-from zoo.hybrid import SRFT
+from zoo.hybrid import LUFFY, SRFT
 from zoo.hybrid import functional as H
 from zoo.hybrid.entropulse import Schedule, Successes
 from zoo.hybrid.expert import join_groups
@@ -77,6 +77,15 @@ def test_the_demonstration_is_the_last_row_of_its_group():
     assert joined.expert.tolist() == [False, False, True, False, False, True]
     assert joined.truncated.tolist() == [False, True, True, False, True, False]
     assert joined.completions == ["1", "22", "77", "3", "44", "8"] and joined.example(5) == "b"
+
+
+def test_expert_guidance_refuses_self_rewarded_tasks():
+    """A self-rewarded task scores samples by agreement, the demonstration by its answer: refused, not mixed."""
+    tasks = {"rotation": SimpleNamespace(self_reward=None), "jigsaw": SimpleNamespace(self_reward=object())}
+    datamodule = SimpleNamespace(demonstration=lambda example: "A", tasks=tasks)
+    strategy = SimpleNamespace(lightning_module=SimpleNamespace(trainer=SimpleNamespace(datamodule=datamodule)))
+    with pytest.raises(ValueError, match=r"self-rewarded tasks \['jigsaw'\]"):
+        LUFFY().extend(strategy, None, [], None)
 
 
 def phases(schedule: Schedule, trace: list[float], steps: int, ready=lambda step: True) -> str:

@@ -112,6 +112,10 @@ class LUFFY(Guidance):
         if not hasattr(datamodule, "demonstration"):
             raise RuntimeError("expert guidance needs a data module with demonstration(example), e.g. "
                                "datamodules.PretextDataModule")
+        tasks = getattr(datamodule, "tasks", {}).items()
+        if unlabelled := sorted(n for n, t in tasks if getattr(t, "self_reward", None) is not None):
+            raise ValueError(f"expert guidance scores the demonstrations against their answers, which the "
+                             f"self-rewarded tasks {unlabelled} do not use: drop their self_reward or the guidance")
         examples = rollout.examples
         replies = [datamodule.demonstration(example) for example in examples]
         ids, mask, truncated, dropped = demonstration_ids(strategy.lightning_module, examples, replies,
