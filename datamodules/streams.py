@@ -344,14 +344,15 @@ class EpochLoader(DataLoader):
     def __iter__(self) -> Iterator[list[Example]]:
         epoch = self._place()
         # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
-        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
+        epoch = self.dataset.passes if epoch is None else epoch
+        self.dataset.epoch, self.dataset.start = self._first_batch(epoch)
         self.dataset.passes += 1
-        self.dataset.start = self._first_batch(self.dataset.epoch)
         return self._unwrap(super().__iter__())
 
-    def _first_batch(self, epoch: int) -> int:
-        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
-        return 0
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a restored position
+        says otherwise."""
+        return epoch, 0
 
     def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
         for batch in batches:
@@ -374,6 +375,11 @@ class ResumableLoader(EpochLoader):
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = (state["epoch"], state["batch"])
 
-    def _first_batch(self, epoch: int) -> int:
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
         resume, self._resume = self._resume, None  # a restored position applies to one pass only
-        return resume[1] if resume is not None and resume[0] == epoch else 0
+        if resume is None or resume[0] != epoch:
+            return epoch, 0
+        if resume[1] >= len(self):
+            # saved at the epoch's last batch: Lightning iterates before it moves on to the next epoch
+            return epoch + 1, 0
+        return resume

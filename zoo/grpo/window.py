@@ -79,6 +79,19 @@ def window_advantages(totals: list[Tensor], scale: str, everyone: Tensor | None 
     return [a.flatten() for a in torch.split(mine, [len(t) for t in totals])]
 
 
+@torch.no_grad()
+def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
+    """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of ``num_iterations > 1``)
+    or its frozen reference (``reference``), in the log-probs' own dtype; rows outside the plan are 0."""
+    out = None
+    for chunk, _ in plan:
+        logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
+        if out is None:
+            out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
+        out[chunk] = logps
+    return out
+
+
 def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[tuple[Tensor, float]]:
     """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count`` chunks
     by chunks that re-run one row with weight 0: every rank must run as many forward and backward passes
