@@ -4,7 +4,6 @@ optimizer state all restored)."""
 from functools import partial
 
 import pytest
-
 import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint

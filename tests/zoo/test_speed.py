@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from zoo.tools import speed
 from zoo.cli import main
+from zoo.tools import speed
 
 
 def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():

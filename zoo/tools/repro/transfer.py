@@ -204,8 +204,8 @@ class TransferOptions(Options):
     plot: str | None = None
 
 
-def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: str, verdict, columns: list[tuple[str, object]],
-                       ) -> dict:
+def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: str, verdict,
+                       columns: list[tuple[str, object]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the per-seed rows, the
     summary over seeds and the verdict; write ``--json`` and ``--plot``."""
     import json
