@@ -1,10 +1,7 @@
 """Callbacks observe training and export results; removing one never changes what is learned (except
-`Curriculum`, which drives the data module's curriculum stages by design)."""
+`Curriculum`, which drives the data module's curriculum stages by design). Every submodule is imported here
+and its classes re-exported, a new file included."""
 
-from callbacks.curriculum import Curriculum, Stage
-from callbacks.curves import TrainingCurves
-from callbacks.metrics import GRPOMetrics
-from callbacks.predictions import Predictions
-from callbacks.rollouts import RolloutSampler
+from tasks.discovery import export_submodules
 
-__all__ = ["Curriculum", "GRPOMetrics", "Predictions", "RolloutSampler", "Stage", "TrainingCurves"]
+__all__ = export_submodules(__name__, __path__, globals())

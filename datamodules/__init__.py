@@ -1,11 +1,9 @@
 """Lightning DataModules that compose raw-media sources with pretext tasks into batches of `tasks.Example`.
 
-Imports no model code: the data is model-agnostic, the policy encodes it.
+Imports no model code: the data is model-agnostic, the policy encodes it. Every submodule is imported here and
+its classes re-exported (``datamodules.ImageFolder`` on the command line), a new file included.
 """
 
-from datamodules.base import PretextDataModule
-from datamodules.benchmark import BenchmarkDataModule
-from datamodules.sources import *  # noqa: F403  (short class names on the command line)
-from datamodules.sources import __all__ as _sources
+from tasks.discovery import export_submodules
 
-__all__ = ["BenchmarkDataModule", "PretextDataModule", *_sources]
+__all__ = export_submodules(__name__, __path__, globals())

@@ -123,12 +123,19 @@ class PretextDataModule(LightningDataModule):
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""
+        return self._task_of(example).verify(example, completion)
+
+    def demonstration(self, example: Example) -> str:
+        """What an expert writes for ``example`` (the SFT target): its task's `tasks.Task.demonstration`."""
+        return self._task_of(example).demonstration(example)
+
+    def _task_of(self, example: Example) -> Task:
         mix = self._mixes[example.meta.get(STAGE_KEY, 0)]
         task = next((t for t in mix.tasks if t.name == example.task), None)
         if task is None:
             known = sorted(self._tasks)
             raise KeyError(f"example made by unknown task {example.task!r}; this data module has {known}")
-        return task.verify(example, completion)
+        return task
 
     def set_curriculum(self, stages: Sequence[tuple[list[float] | None, dict[str, dict]]]) -> None:
         """Declare the curriculum stages after the first: ``(weights, options)`` each, where ``weights`` (None:

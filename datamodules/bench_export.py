@@ -1,5 +1,5 @@
 """Export the pretext benchmark: fixed-seed held-out examples of every task at every difficulty level
-(`tasks.levels`), written to disk with their media and a manifest, so a score on them is reproducible.
+(each task class's ``levels``), written to disk with their media and a manifest, so a score on them is reproducible.
 
 Layout of the output folder::
 
@@ -23,7 +23,8 @@ from datamodules.base import PretextDataModule
 from datamodules.bench_files import save_messages
 from datamodules.sources.base import Source
 from tasks import Example, Task
-from tasks.levels import LEVELS, level_arguments, level_id
+from tasks.base import level_id
+from tasks.discovery import concrete_subclasses
 
 FORMAT = "zoo-pretext-bench/1"
 #: Offset added to the benchmark seed for the default synthetic sources: item families no config trains on.
@@ -71,6 +72,11 @@ def default_source_spec(modality: str, seed: int) -> dict:
     return {"class_path": class_path, "init_args": {**init_args, "seed": SOURCE_SEED + seed}}
 
 
+def levelled_tasks() -> list[type[Task]]:
+    """The task classes of `tasks` that have difficulty levels (the labelled-data tasks have none)."""
+    return [cls for cls in concrete_subclasses(Task, "tasks") if cls.levels]
+
+
 def select(tasks: Iterable[str] | None = None, levels: Iterable[str] | None = None) -> list[tuple[type[Task], str]]:
     """``(task class, level)`` pairs chosen by task names, class names or ``name@level`` ids (None: all) and
     by level names (None: all); ValueError for a name that selects nothing."""
@@ -79,13 +85,13 @@ def select(tasks: Iterable[str] | None = None, levels: Iterable[str] | None = No
     def keys(cls: type[Task], level: str) -> set[str]:
         return {cls.name, cls.__name__, level_id(cls.name, level)}
 
-    every = [(cls, level) for cls, named in LEVELS.items() for level in named]
+    every = [(cls, level) for cls in levelled_tasks() for level in cls.levels]
     chosen = [(c, lv) for c, lv in every if (not tasks or keys(c, lv) & set(tasks)) and (not levels or lv in levels)]
     unknown = [t for t in tasks if not any(t in keys(c, lv) for c, lv in chosen)]
     unknown += [lv for lv in levels if all(lv != level for _, level in chosen)]
     if unknown or not chosen:
         raise ValueError(f"{unknown or 'this selection'} selects no task level; tasks: "
-                         f"{sorted(c.name for c in LEVELS)}, levels: {sorted({lv for _, lv in every})}")
+                         f"{sorted(c.name for c in levelled_tasks())}, levels: {sorted({lv for _, lv in every})}")
     return chosen
 
 
@@ -114,7 +120,7 @@ def export(out: str, pairs: list[tuple[type[Task], str]], n: int = 100, seed: in
             specs.setdefault(cls.modality, default_source_spec(cls.modality, seed))
             built[cls.modality] = build_source(specs[cls.modality])
         spec = specs[cls.modality]
-        arguments = level_arguments(cls, level, **(common or {}))
+        arguments = cls.level_arguments(level, **(common or {}))
         name = level_id(cls.name, level)
         sets[name] = {"task": {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": arguments},
                       "level": level, "source": spec,

@@ -44,8 +44,10 @@ class PretextBench(LightningDataModule):
     def __init__(self, path: str, tasks: list[str] | None = None, content: list[str] | None = None,
                  batch_size: int = 8, num_workers: int = 0):
         super().__init__()
-        if batch_size < 1 or num_workers < 0:
-            raise ValueError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         self.root = Path(path).expanduser().resolve()
         self.manifest = read_manifest(self.root)
         sets = self.manifest["sets"]

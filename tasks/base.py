@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from tasks import answers
 
 log = logging.getLogger(__name__)
+_LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def check_subset(name: str, values: list[str], allowed) -> None:
@@ -23,6 +25,13 @@ def check_subset(name: str, values: list[str], allowed) -> None:
     unknown = sorted(set(values) - set(allowed))
     if unknown or not values:
         raise ValueError(f"{name} must be a non-empty list of {sorted(allowed)}, got {unknown or values}")
+
+
+def level_id(task_name: str, level: str) -> str:
+    """How a task at a level is named in the benchmark, its metrics and its predictions: ``jigsaw@3x3``."""
+    if not _LEVEL.fullmatch(level):
+        raise ValueError(f"a level name is letters, digits, '_', '.' or '-', got {level!r}")
+    return f"{task_name}@{level}"
 
 
 #: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a degenerate loop
@@ -133,8 +142,8 @@ class Reward:
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
-    Subclasses set ``name`` and ``modality``, list the reward parts they score in ``parts`` (``"accuracy"``
-    first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
+    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in ``parts``
+    (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
 
     Args:
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
@@ -156,6 +165,12 @@ class Task(ABC):
     #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``. A
     #: class attribute, or set per instance when options decide it (`tasks.AnomalyGrounding` with ``swap``).
     partners: int = 0
+    #: Difficulty levels of the pretext benchmark (`zoo pretext-bench`), easiest first: a level name and the
+    #: constructor arguments that set it (jigsaw ``3x3`` is ``rows=3, cols=3``; the others keep their
+    #: defaults), as VideoSSR's VIUBench (arXiv 2511.06281) scores each task at several difficulties.
+    #: ``{"default": {}}`` for a task with no natural difficulty; ``{}`` for one on labelled data that no
+    #: pretext source makes. Every task states its own (a contract test checks).
+    levels: ClassVar[dict[str, dict]]
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
                  repetition_penalty: float = 0.0, strict_letters: bool = False):
@@ -170,6 +185,15 @@ class Task(ABC):
         self.format_weight = format_weight
         self.repetition_penalty = repetition_penalty
         self.strict_letters = strict_letters
+
+    @classmethod
+    def level_arguments(cls, level: str, **common) -> dict:
+        """The constructor arguments at ``level`` (see `levels`), after ``common`` ones (answer format options)."""
+        if not cls.levels:
+            raise KeyError(f"{cls.__name__} has no difficulty levels (it needs labelled data)")
+        if level not in cls.levels:
+            raise KeyError(f"{cls.__name__} has no level {level!r}; its levels: {list(cls.levels)}")
+        return {**common, **cls.levels[level]}
 
     @property
     def max_reward(self) -> float:
@@ -192,6 +216,19 @@ class Task(ABC):
     def render_answer(self, example: Example) -> str:
         """The completion a perfect policy writes."""
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
+
+    def reasoning(self, example: Example) -> str:
+        """A short templated reasoning that leads to the answer, for demonstrations (`demonstration`); empty
+        when the task states none."""
+        return ""
+
+    def demonstration(self, example: Example) -> str:
+        """What an expert writes for ``example`` (an SFT target): `render_answer`, with the task's `reasoning`
+        inside ``<think>`` when the task asks for thinking and states one."""
+        reasoning = self.reasoning(example) if self.think else ""
+        if not reasoning:
+            return self.render_answer(example)
+        return f"<think>\n{reasoning}\n</think>\n" + answers.wrap(self.answer_text(example), self.answer_format, False)
 
     def check_answerable(self, example: Example) -> Example:
         """``example`` if the completion `render_answer` writes for it earns `max_reward`; `SkipItem`
@@ -233,3 +270,56 @@ class Task(ABC):
     def total(self, parts: dict[str, float]) -> float:
         """The reward of scored parts before any repetition penalty: accuracy plus the weighted format."""
         return parts["accuracy"] + self.format_weight * parts["format"]
+
+
+#: The graded score an ordering task pays as its accuracy (one of `answers.PERMUTATION_SCORES`).
+OrderReward = Literal["exact", "fraction", "footrule"]
+
+
+class OrderTask(Task):
+    """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points) back in order,
+    in the permutation convention of `tasks.answers`, graded by its permutation scores.
+
+    Subclasses implement `make_example` (``example.answer`` is the order, from `answers.shuffle_answer`); one
+    that offers lettered options sets ``style`` to ``"choice"``.
+
+    Args:
+        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
+            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    #: The graded scores `graded` computes, any of which ``reward`` may pay as the accuracy.
+    rewards: ClassVar[tuple[str, ...]] = answers.PERMUTATION_SCORES
+    #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed order.
+    style: str = "order"
+
+    def __init__(self, reward: OrderReward = "fraction", partial_credit: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        if reward not in self.rewards:
+            raise ValueError(f"reward must be one of {self.rewards}, got {reward!r}")
+        if not 0 <= partial_credit <= 1:
+            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
+        self.reward, self.partial_credit = reward, partial_credit
+
+    def answer_text(self, example: Example) -> str:
+        return answers.order_answer(example.answer, self.style)
+
+    def parse(self, answer: str, k: int) -> list[int] | None:
+        """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for anything else."""
+        return answers.parse_order(answer, k, self.style, self.strict_letters)
+
+    def graded(self, pred: list[int], example: Example) -> dict[str, float]:
+        """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its own)."""
+        return answers.permutation_scores(pred, example.answer)
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        """The graded scores and, as ``accuracy``, the ``reward`` one, scaled by ``partial_credit`` unless the
+        order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong order)."""
+        pred = self.parse(answer, len(example.answer))
+        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
+            return None
+        scores = self.graded(pred, example)
+        return {"accuracy": scores[self.reward] * (1.0 if scores["exact"] else self.partial_credit), **scores}

@@ -118,7 +118,22 @@ def fit_size(width: int, height: int, factor: int, max_pixels: int) -> tuple[int
     return w, h
 
 
-class ReferringGrounding(IoUTask):
+class BoxTask(IoUTask):
+    """An `IoUTask` answered with a box ``[x1, y1, x2, y2]`` (see `parse_box`) that must lie inside
+    ``meta["bounds"]``, the (width, height) of the image as shown; ``example.answer`` is the true box there."""
+
+    def answer_text(self, example: Example) -> str:
+        return "[" + ", ".join(str(v) for v in example.answer) + "]"
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        box = parse_box(answer)
+        width, height = example.meta["bounds"]
+        if box is None or box[2] > width or box[3] > height:
+            return None
+        return self.graded(box_iou(box, example.answer))
+
+
+class ReferringGrounding(BoxTask):
     """Show an image and one referring expression (drawn by the rng among the item's targets); ask for its box.
 
     Args:
@@ -134,6 +149,7 @@ class ReferringGrounding(IoUTask):
 
     name = "referring_grounding"
     modality = "referring"
+    levels = {}  # labelled data: no pretext source makes its items
 
     def __init__(self, coords: Literal["absolute", "normalized"] = "absolute", factor: int = 28,
                  max_pixels: int = 1280 * 28 * 28, threshold: float = 0.5, **kwargs):
@@ -162,13 +178,3 @@ class ReferringGrounding(IoUTask):
                     f"in {space}, x from the left edge and y from the top.")
         meta = {"expression": expression, "bounds": list(shown), "box": [float(v) for v in box]}
         return Example(self.user_message([{"type": "image", "image": image}], question), truth, self.name, meta)
-
-    def answer_text(self, example: Example) -> str:
-        return "[" + ", ".join(str(v) for v in example.answer) + "]"
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        box = parse_box(answer)
-        width, height = example.meta["bounds"]
-        if box is None or box[2] > width or box[3] > height:
-            return None
-        return self.graded(box_iou(box, example.answer))

@@ -69,6 +69,7 @@ class MultipleChoice(Task):
     name = "mcq"
     modality = "mcq"
     parts = ("accuracy",)
+    levels = {}  # labelled data: no pretext source makes its items
 
     def __init__(self, labels: Literal["letters", "text"] = "letters", shuffle_choices: bool = True, **kwargs):
         super().__init__(**kwargs)

@@ -41,6 +41,7 @@ class TemporalGrounding(IoUTask):
 
     name = "temporal_grounding"
     modality = "moments"
+    levels = {}  # labelled data: no pretext source makes its items
 
     def make_example(self, item: Moments, rng: random.Random) -> Example:
         if not item.targets:

@@ -201,3 +201,10 @@ def test_help_shows_docstrings(tmp_path):
     assert "--validate_before_fit" in out and "--rollouts.every_n_steps" in out
     strategy = zoo("fit", "--trainer.strategy.help", "zoo.grpo.GRPOStrategy", cwd=tmp_path).stdout
     assert "num_generations" in strategy and "completions sampled per prompt" in strategy
+
+
+def test_bench_is_renamed_speed_with_a_one_line_pointer():
+    from zoo.cli import main
+
+    with pytest.raises(SystemExit, match="zoo bench is now zoo speed"):
+        main(["bench", "--steps", "1"])

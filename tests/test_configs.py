@@ -7,7 +7,7 @@ import pytest
 from zoo.cli import ZooCLI, cli
 
 CONFIGS = sorted(str(p) for p in Path(__file__).parents[1].glob("configs/**/*.yaml")
-                 if p.parent.name in ("configs", "papers", "eval"))
+                 if p.parent.name in ("configs", "papers", "eval", "sft"))
 
 
 class ParseOnly(ZooCLI):
@@ -32,7 +32,7 @@ def test_config_parses(path):
     config = parse(path).config
     assert config.model.class_path.startswith("zoo.")
     assert config.data.class_path.startswith("datamodules.")
-    assert "GRPO" in config.trainer.strategy.class_path
+    assert "GRPO" in config.trainer.strategy.class_path or "SFT" in config.trainer.strategy.class_path
 
 
 def test_a_typo_fails_at_parse_time(tmp_path, capsys):

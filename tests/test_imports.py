@@ -29,8 +29,9 @@ def test_package_imports_with_the_others_blocked(package, blocked):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_grpo_functional_imports_nothing_from_the_project():
-    tree = ast.parse((ROOT / "zoo" / "grpo" / "functional.py").read_text())
+@pytest.mark.parametrize("name", ["functional.py", "logprobs.py"])
+def test_grpo_math_imports_nothing_from_the_project(name):
+    tree = ast.parse((ROOT / "zoo" / "grpo" / name).read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)

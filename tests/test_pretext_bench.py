@@ -13,14 +13,22 @@ import pytest
 from PIL import Image
 
 import tasks
-from datamodules.bench_export import build_source, default_source_spec, export, held_out, select
+from datamodules.bench_export import (
+    DEFAULT_SOURCES,
+    build_source,
+    default_source_spec,
+    export,
+    held_out,
+    levelled_tasks,
+    select,
+)
 from datamodules.bench_files import read_wav, wav_bytes
 from datamodules.pretext_bench import PretextBench
 from tasks import Task, answers
-from tasks.levels import LABELLED, LEVELS, level_id
+from tasks.base import level_id
 from tests.helpers import discover, make_item
-from zoo.pretext_bench import main as bench_cli
-from zoo.pretext_bench import report
+from zoo.tools.pretext_bench import main as bench_cli
+from zoo.tools.pretext_bench import report
 
 # one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI, frame pairs)
 MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_order@3points",
@@ -28,27 +36,33 @@ MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_or
          "embodied_inverse_dynamics@default"]
 
 
-def unlevelled(classes: list[type]) -> list[type]:
-    """Task classes with neither levels nor a place among the labelled tasks."""
-    return [cls for cls in classes if cls not in LEVELS and cls not in LABELLED]
+LEVELLED = levelled_tasks()
 
 
-def test_every_task_has_levels_or_is_labelled():
+def unlevelled(classes: list[type]) -> list[str]:
+    """Task classes without a levels table, or with none though a default (synthetic) source makes their items."""
+    return [cls.__name__ for cls in classes if not isinstance(getattr(cls, "levels", None), dict)
+            or (not cls.levels and cls.modality in DEFAULT_SOURCES)]
+
+
+def test_every_task_states_its_levels():
     found = discover(tasks, Task)
-    assert not unlevelled(found), f"add difficulty levels to tasks/levels.py for {unlevelled(found)}"
-    assert not set(LEVELS) & LABELLED and set(LEVELS) | LABELLED == set(found)
+    assert not unlevelled(found), "set levels on the class ({} only for a task on labelled data)"
+    assert set(LEVELLED) == {cls for cls in found if cls.levels}
 
     class Unlevelled(Task):  # what a new task file without levels looks like to the check above
         name, modality = "new_task", "image"
 
-    assert unlevelled([*found, Unlevelled]) == [Unlevelled]
+    class Unmade(Unlevelled):
+        levels = {}
+
+    assert unlevelled([*found, Unlevelled, Unmade]) == ["Unlevelled", "Unmade"]
 
 
-@pytest.mark.parametrize("cls", list(LEVELS), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", LEVELLED, ids=lambda c: c.__name__)
 def test_every_level_makes_examples_a_perfect_answer_solves(cls):
-    assert LEVELS[cls], "a task with no natural difficulty still has one level"
-    for level, arguments in LEVELS[cls].items():
-        task = cls(**arguments)
+    for level in cls.levels:
+        task = cls(**cls.level_arguments(level))
         level_id(cls.name, level)  # a valid, path-safe name
         item = make_item(cls.modality)
         item = [item, make_item(cls.modality, 1)] if cls.partners else item
@@ -56,10 +70,21 @@ def test_every_level_makes_examples_a_perfect_answer_solves(cls):
         assert task.verify(example, task.render_answer(example)).total == pytest.approx(task.max_reward), level
 
 
+def test_level_arguments_put_the_level_over_the_common_options():
+    assert tasks.Jigsaw.level_arguments("3x3", answer_format="bare", rows=9) == {
+        "answer_format": "bare", "rows": 3, "cols": 3}
+    with pytest.raises(KeyError, match="5x5"):
+        tasks.Jigsaw.level_arguments("5x5")
+    with pytest.raises(KeyError, match="labelled"):
+        tasks.MultipleChoice.level_arguments("default")
+    with pytest.raises(ValueError, match="level name"):
+        level_id("jigsaw", "3x3/../x")
+
+
 def test_the_default_sources_serve_every_level(tmp_path):
     manifest = export(str(tmp_path), select(), n=1, seed=0)
     sets = json.loads(manifest.read_text())["sets"]
-    assert len(sets) == sum(map(len, LEVELS.values()))
+    assert len(sets) == sum(len(cls.levels) for cls in LEVELLED)
     assert all(entry["examples"] == 1 for entry in sets.values())
     bench = PretextBench(str(tmp_path))
     assert sorted(ex.task for batch in bench.test_dataloader() for ex in batch) == sorted(sets)
@@ -243,4 +268,4 @@ def test_levels_command_prints_every_level(capsys):
     main(["pretext-bench", "levels"])
     out = capsys.readouterr().out
     assert "Jigsaw  jigsaw  2x2 (rows=2, cols=2); 3x3 (rows=3, cols=3)" in out
-    assert len(out.splitlines()) == len(LEVELS)
+    assert len(out.splitlines()) == len(LEVELLED)

@@ -2,9 +2,10 @@
 
 ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
 ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo bench`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
+``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
-``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``).
+``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
 
 def export_main(args: list[str]) -> None:
     """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
-    from zoo.export import export
+    from zoo.tools.export import export
 
     parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
@@ -141,42 +142,56 @@ def export_main(args: list[str]) -> None:
 
 def list_main(args: list[str]) -> None:
     """``zoo list``: the models, tasks and sources available, with the extras each needs."""
-    from zoo.catalog import print_catalog
+    from zoo.tools.catalog import print_catalog
 
     argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
     print_catalog()
 
 
-def bench_main(args: list[str]) -> None:
-    """``zoo bench``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.bench`)."""
-    from zoo.bench import main as bench
+def speed_main(args: list[str]) -> None:
+    """``zoo speed``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
+    from zoo.tools.speed import main as speed
 
-    bench(args)
+    speed(args)
+
+
+def bench_main(args: list[str]) -> None:
+    """``zoo bench``, the old name of ``zoo speed``: a one-line pointer, since "benchmark" now means evaluation."""
+    raise SystemExit("zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks run "
+                     "with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")
 
 
 def preview_main(args: list[str]) -> None:
-    """``zoo preview``: a contact sheet of what the policy sees, from the data section alone (see `zoo.preview`)."""
-    from zoo.preview import main as preview
+    """``zoo preview``: a contact sheet of what the policy sees, from the data section only (`zoo.tools.preview`)."""
+    from zoo.tools.preview import main as preview
 
     preview(args)
 
 
 def pretext_bench_main(args: list[str]) -> None:
-    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.pretext_bench`)."""
-    from zoo.pretext_bench import main as pretext_bench
+    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.tools.pretext_bench`)."""
+    from zoo.tools.pretext_bench import main as pretext_bench
 
     pretext_bench(args)
 
 
+def chain_main(args: list[str]) -> None:
+    """``zoo chain --config <chain.yaml>``: training stages in order, each from the last one's weights (see
+    `zoo.chain`)."""
+    from zoo.chain import main as chain
+
+    chain(args)
+
+
 def repro_main(args: list[str]) -> None:
-    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.repro`)."""
-    from zoo.repro import main as repro
+    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.tools.repro`)."""
+    from zoo.tools.repro import main as repro
 
     repro(args)
 
 
-COMMANDS = {"export": export_main, "list": list_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main}
+COMMANDS = {"export": export_main, "list": list_main, "speed": speed_main, "bench": bench_main, "preview": preview_main,
+            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main}
 
 
 def main(args: list[str] | None = None) -> None:

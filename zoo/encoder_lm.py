@@ -63,7 +63,8 @@ class EncoderLMPolicy(SplicedPolicy):
 
     Args:
         pretrained: A causal LM (hub id, directory, ``tiny:qwen2``) joined to a new backbone and projector,
-            or a directory saved by `save_pretrained` (its encoder settings then win over the arguments below).
+            or a directory saved by `save_pretrained` or a zoo checkpoint (its encoder settings then win over
+            the arguments below).
         backbone: A timm model name, e.g. ``vit_base_patch16_siglip_224`` or ``convnext_tiny``. The default
             is timm's 0.2M-parameter test ConvNeXt (25 tokens per image), for tests and CPU demos only.
         timm_pretrained: Load the backbone's pretrained timm weights (needs them downloaded or cached).

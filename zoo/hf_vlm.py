@@ -20,9 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from zoo.batch import MediaSpec, PromptBatch
+from zoo.media import check_placeholders, media_parts
 from zoo.policy import PolicyModule
 from zoo.qwen_vl import FAMILIES as QWEN_FAMILIES
-from zoo.qwen_vl import media_parts
+from zoo.tiny import CHAT_TEMPLATE, TEXT, VOCAB_SIZE, Tiny, build_tokenizer, text_config
 
 
 def _crop_tokens(config, tensors: dict[str, Tensor]) -> int:
@@ -97,7 +98,7 @@ class HFVLMPolicy(PolicyModule):
     Args:
         pretrained: Hub id (e.g. ``HuggingFaceTB/SmolVLM-256M-Instruct``, ``google/gemma-3-4b-it``,
             ``llava-hf/llava-onevision-qwen2-0.5b-ov-hf``), local directory, or ``tiny:idefics3`` /
-            ``tiny:gemma3`` / ``tiny:llava_onevision``.
+            ``tiny:gemma3`` / ``tiny:llava_onevision``, or a zoo checkpoint (see `PolicyModule`).
         trust_remote_code: Let the checkpoint run its own Python code from the hub (only for checkpoints that
             need it; the model type must still be one of the supported families).
         processor_kwargs: Overrides for ``AutoProcessor.from_pretrained``, e.g. ``{size: {longest_edge: 1024}}``
@@ -142,15 +143,12 @@ class HFVLMPolicy(PolicyModule):
                            specs={"image": self.family.image})
 
     def _check_placeholders(self, tensors: dict[str, Tensor], has_images: bool) -> None:
-        """The prompts must hold exactly the placeholder tokens the model fills with image features (a
-        processor that does not match the model, or truncation, would otherwise fail deep inside it)."""
         config = self.model.config
-        expected = self.family.image_tokens(config, tensors) if has_images else 0
-        found = int((tensors["input_ids"] == config.image_token_id).sum())
-        if found != expected:
-            token = self.tokenizer.convert_ids_to_tokens(config.image_token_id)
-            raise ValueError(f"the prompts hold {found} {token} tokens but the images need {expected}: does the "
-                             "processor match the model (image_seq_len, image size), and is nothing truncated?")
+        token = self.tokenizer.convert_ids_to_tokens(config.image_token_id)
+        check_placeholders(tensors["input_ids"], config.image_token_id, token, "image",
+                           self.family.image_tokens(config, tensors) if has_images else 0,
+                           hint="does the processor match the model (image_seq_len, image size), and is nothing "
+                                "truncated?")
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         """``vision`` (the vision tower), ``aligner`` (the projector / connector), ``llm`` (LM and head)."""
@@ -160,3 +158,95 @@ class HFVLMPolicy(PolicyModule):
         if isinstance(getattr(inner, "image_newline", None), nn.Parameter):  # LLaVA-OneVision's row separator
             groups["aligner"].append(nn.ParameterList([inner.image_newline]))  # the same tensor, as a module
         return groups
+
+
+# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+# Idefics3 / SmolVLM: each image becomes crops of 32 px (a row-by-column grid plus a global view), each crop
+# 16 patches pixel-shuffled into 4 <image> tokens; the template writes one <image> per image, as SmolVLM's does.
+IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
+                   *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)))
+IDEFICS3_TEMPLATE = (
+    "<|im_start|>{% for m in messages %}{{ m.role | capitalize }}:"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+    "{%- if c.type == 'image' %}<image>{% elif c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+# Gemma 3: a fixed 32 px image, 16 patches average-pooled into 4 <image_soft_token>s; the template writes
+# <start_of_image>, which the processor expands to <start_of_image> + soft tokens + <end_of_image>.
+GEMMA3_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<image_soft_token>", "<end_of_image>")
+GEMMA3_TEMPLATE = (
+    "{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+    "{%- if c.type == 'image' %}<start_of_image>{% elif c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}"
+    "{% endif %}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+VISION = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+              patch_size=8)
+
+
+def _idefics3():
+    from transformers import Idefics3Config, Idefics3ImageProcessor, Idefics3Processor
+
+    tok = build_tokenizer(IDEFICS3_TOKENS)
+    tok.eos_token = "<end_of_utterance>"
+    eos, pad, image = tok.convert_tokens_to_ids(["<end_of_utterance>", "<|endoftext|>", "<image>"])
+    config = Idefics3Config(text_config=dict(TEXT, model_type="llama", vocab_size=VOCAB_SIZE, head_dim=16,
+                                             eos_token_id=eos, pad_token_id=pad, bos_token_id=None),
+                            vision_config=VISION, scale_factor=2, image_token_id=image, pad_token_id=pad)
+    image_processor = Idefics3ImageProcessor(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
+    return config, Idefics3Processor(image_processor=image_processor, tokenizer=tok, image_seq_len=4,
+                                     chat_template=IDEFICS3_TEMPLATE)
+
+
+def _gemma3():
+    from transformers import Gemma3Config, Gemma3ImageProcessor, Gemma3Processor
+
+    tok = build_tokenizer(GEMMA3_TOKENS, {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
+                                          "eoi_token": "<end_of_image>"})
+    tok.eos_token = "<end_of_turn>"
+    ids = tok.convert_tokens_to_ids
+    config = Gemma3Config(
+        text_config=dict(TEXT, vocab_size=VOCAB_SIZE, head_dim=16, sliding_window=64, eos_token_id=ids("<end_of_turn>"),
+                         pad_token_id=ids("<|endoftext|>"), bos_token_id=None,
+                         layer_types=["sliding_attention", "full_attention"]),
+        vision_config=VISION, mm_tokens_per_image=4, boi_token_index=ids("<start_of_image>"),
+        eoi_token_index=ids("<end_of_image>"), image_token_index=ids("<image_soft_token>"))
+    image_processor = Gemma3ImageProcessor(size={"height": 32, "width": 32})
+    return config, Gemma3Processor(image_processor=image_processor, tokenizer=tok, image_seq_length=4,
+                                   chat_template=GEMMA3_TEMPLATE)
+
+
+def _llava_onevision():
+    """Anyres tiling: an image alone in its prompt becomes a 32 px base tile plus a grid of 32 px tiles (up to
+    2x2), 16 <image> tokens each before unpadding; in a multi-image prompt, only the base tile."""
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tok = build_tokenizer(("<image>", "<video>"))
+    ids = tok.convert_tokens_to_ids
+    pinpoints = [[32, 32], [32, 64], [64, 32], [64, 64]]
+    config = LlavaOnevisionConfig(
+        text_config=dict(text_config(tok), model_type="qwen2", rope_parameters={"rope_type": "default",
+                                                                                 "rope_theta": 1e6}),
+        vision_config=dict(VISION, model_type="siglip_vision_model"), image_token_index=ids("<image>"),
+        video_token_index=ids("<video>"), image_grid_pinpoints=pinpoints, vision_feature_select_strategy="full")
+    image = LlavaOnevisionImageProcessor(size={"height": 32, "width": 32}, image_grid_pinpoints=pinpoints)
+    video = LlavaOnevisionVideoProcessor(size={"height": 32, "width": 32})
+    template = CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>").replace(
+        "<|vision_start|><|video_pad|><|vision_end|>", "<video>")
+    return config, LlavaOnevisionProcessor(image_processor=image, video_processor=video, tokenizer=tok,
+                                           num_image_tokens=16, vision_feature_select_strategy="full",
+                                           chat_template=template)
+
+
+def _gemma3_init(model) -> None:
+    """Gemma 3 zero-initialises its projector, which would hide the images from a random-init model."""
+    torch.nn.init.normal_(model.model.multi_modal_projector.mm_input_projection_weight, std=0.02)
+
+
+TINY = {"idefics3": Tiny(_idefics3), "gemma3": Tiny(_gemma3, init=_gemma3_init),
+        "llava_onevision": Tiny(_llava_onevision)}

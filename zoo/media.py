@@ -37,10 +37,11 @@ def audio_input(part: dict, sampling_rate: int) -> np.ndarray:
     return resample(wave, int(part["sampling_rate"]), sampling_rate)
 
 
-def check_placeholders(input_ids: Tensor, token_id: int, token: str, kind: str, expected: int) -> None:
-    """Each media item must have exactly its number of placeholder tokens in the prompt (a template that drops
-    them, or truncation, would otherwise fail deep inside the model)."""
+def check_placeholders(input_ids: Tensor, token_id: int, token: str, kind: str, expected: int,
+                       hint: str = "does the chat template keep every media part, and is nothing truncated?") -> None:
+    """The prompts ``input_ids`` must hold exactly the ``expected`` placeholder tokens that the ``kind`` inputs
+    fill (a template that drops them, a processor that does not match the model, or truncation would
+    otherwise fail deep inside the model); ``hint`` ends the error with the likely causes."""
     found = int((input_ids == token_id).sum())
     if found != expected:
-        raise ValueError(f"the prompts hold {found} {token} tokens but the {kind} inputs need {expected}: "
-                         "does the chat template keep every media part, and is nothing truncated?")
+        raise ValueError(f"the prompts hold {found} {token} tokens but the {kind} inputs need {expected}: {hint}")

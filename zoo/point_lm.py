@@ -77,7 +77,8 @@ class PointLMPolicy(SplicedPolicy):
 
     Args:
         pretrained: A causal LM (hub id, directory, ``tiny:qwen2``) joined to a new encoder, or a directory
-            saved by `save_pretrained` (its encoder settings then win over the arguments below).
+            saved by `save_pretrained` or a zoo checkpoint (its encoder settings then win over the arguments
+            below).
         num_tokens: Groups (LM tokens) per point cloud; clouds need at least this many points.
         group_size: Nearest neighbours per group.
         width: Encoder feature width.

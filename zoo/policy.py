@@ -18,9 +18,10 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 
-from zoo import tiny
+from zoo import checkpoints
 from zoo.batch import PromptBatch
 from zoo.features import encoded_once
+from zoo.grpo import logprobs
 from zoo.grpo.engine import HFEngine, Prompts, RolloutEngine, Sampling, completion_ids
 from zoo.grpo.rollout import Rollout, completion_mask, example_row_seeds
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
@@ -37,7 +38,8 @@ class PolicyModule(LightningModule, ABC):
 
     Args:
         pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
-            random-init model (see `zoo.tiny`).
+            random-init model (see `zoo.tiny`); a zoo checkpoint (``.ckpt``, or an FSDP2 checkpoint folder)
+            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.checkpoints`).
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
@@ -151,7 +153,7 @@ class PolicyModule(LightningModule, ABC):
     def configure_model(self) -> None:
         if self.model is not None:
             return
-        self.model, self.processor = self.load(tiny.resolve(self.pretrained))
+        self.model, self.processor = self.load(checkpoints.resolve(self.pretrained))
         self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
         self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
         self._apply_freeze()
@@ -281,20 +283,25 @@ class PolicyModule(LightningModule, ABC):
         matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows; with
         ``trim_padding`` the columns after the rows' longest completion are 0 (no row counts them).
         """
+        scores = self.token_scores(rollout, rows, model)
+        return scores["logps"], scores["entropy"]
+
+    def token_scores(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None) -> dict[str, Tensor]:
+        """`token_log_probs` (``logps``, ``entropy``) and ``greedy``: whether each completion token is the
+        most likely one (what SFT's token accuracy counts), all ``[n, L]``."""
         model = model or self.model
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         with self.media_once(model, rollout, rows, inputs):
             out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
-        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
-        logits = out.logits[:, -(length + 1):-1].float() / rollout.temperature  # [n, length, V]
-        logits = logits.masked_fill(self.banned_mask, torch.finfo(logits.dtype).min)
-        log_z = logits.logsumexp(dim=-1)  # [n, length]
         ids = rollout.completion_ids[rows, :length]
-        logps = logits.gather(-1, ids[..., None]).squeeze(-1) - log_z  # [n, length]
-        entropy = log_z - (logits.softmax(dim=-1) * logits).sum(dim=-1)  # [n, length]
+        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
+        logits = out.logits[:, -(length + 1):-1]  # [n, length, V]
+        logps, entropy = logprobs.token_log_probs(logits, ids, rollout.temperature, self.banned_mask)  # [n, length]
+        greedy = logits.masked_fill(self.banned_mask, float("-inf")).argmax(dim=-1) == ids  # [n, length]
         cut = (0, rollout.completion_ids.shape[1] - length)
-        return nn.functional.pad(logps, cut), nn.functional.pad(entropy, cut)  # [n, L]
+        return {"logps": nn.functional.pad(logps, cut), "entropy": nn.functional.pad(entropy, cut),
+                "greedy": nn.functional.pad(greedy, cut)}  # [n, L]
 
     def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
         """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each distinct
@@ -306,9 +313,9 @@ class PolicyModule(LightningModule, ABC):
         return encoded_once(model, rollout.prompts, prompt_of_row, inputs, self.shared_media)
 
     def training_step(self, rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:
-        """Differentiable log-probs and entropy of ``rows`` of a rollout (the strategy forms the loss)."""
-        logps, entropy = self.token_log_probs(rollout, rows)
-        return {"logps": logps, "entropy": entropy}
+        """Differentiable log-probs and entropy of ``rows`` of a rollout, and whether each token is the greedy
+        one (`token_scores`); the strategy forms the loss."""
+        return self.token_scores(rollout, rows)
 
     @torch.no_grad()
     def reference_log_probs(self, rollout: Rollout, rows: Tensor) -> Tensor:
@@ -318,7 +325,7 @@ class PolicyModule(LightningModule, ABC):
             with adapters_disabled(self.model):
                 return self.token_log_probs(rollout, rows)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
-            reference, _ = self.load(tiny.resolve(self.pretrained))
+            reference, _ = self.load(checkpoints.resolve(self.pretrained))
             reference.eval().requires_grad_(False)
             self._shard(reference)
             self.__dict__["_reference"] = reference.to(self.device)

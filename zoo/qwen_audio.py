@@ -7,6 +7,7 @@ from torch import nn
 from zoo.batch import MediaSpec, PromptBatch
 from zoo.media import audio_input, chat_texts, check_placeholders, media_parts
 from zoo.policy import PolicyModule
+from zoo.tiny import CHAT_TEMPLATE, Tiny, build_tokenizer, text_config
 
 #: Whisper features of every clip are padded to 30 s: one row of each per audio item.
 AUDIO = MediaSpec(per_item=("input_features", "feature_attention_mask"))
@@ -34,7 +35,8 @@ class QwenAudioPolicy(PolicyModule):
     parts are resampled to the feature extractor's rate (16 kHz) when they come at another.
 
     Args:
-        pretrained: Hub id (e.g. ``Qwen/Qwen2-Audio-7B-Instruct``), local directory, or ``tiny:qwen2_audio``.
+        pretrained: Hub id (e.g. ``Qwen/Qwen2-Audio-7B-Instruct``), local directory, ``tiny:qwen2_audio``,
+            or a zoo checkpoint (see `PolicyModule`).
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
@@ -63,3 +65,38 @@ class QwenAudioPolicy(PolicyModule):
         return {"audio": [inner.audio_tower], "aligner": [inner.multi_modal_projector],
                 "llm": [inner.language_model, self.model.lm_head]}
 
+
+# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+AUDIO_TOKENS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
+AUDIO_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(  # Qwen2-Audio numbers the clips of a conversation
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'audio' %}{% set ns.audios = ns.audios + 1 %}"
+    "Audio {{ ns.audios }}: <|audio_bos|><|AUDIO|><|audio_eos|>\n").replace(
+    "{%- for m in messages -%}", "{%- set ns = namespace(audios=0) -%}{%- for m in messages -%}")
+# Qwen2-Audio's encoder always sees a whole padded window of mel frames (30 s, 1500 positions, in the real
+# models) for every clip, whatever its length: the tiny models use a 4 s window and a very small encoder
+AUDIO_WINDOW_SECONDS = 4
+AUDIO_ENCODER = dict(num_mel_bins=128, max_source_positions=AUDIO_WINDOW_SECONDS * 50, d_model=32,
+                     encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64)
+
+
+def whisper_features():
+    """The tiny models' Whisper feature extractor: 128 mel bins at 16 kHz over `AUDIO_WINDOW_SECONDS`."""
+    from transformers import WhisperFeatureExtractor
+
+    return WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, chunk_length=AUDIO_WINDOW_SECONDS)
+
+
+def _qwen2_audio():
+    from transformers import Qwen2AudioConfig, Qwen2AudioProcessor
+
+    tok = build_tokenizer(named_tokens=AUDIO_TOKENS)
+    text = text_config(tok, model_type="qwen2") | {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    config = Qwen2AudioConfig(audio_config=dict(AUDIO_ENCODER, model_type="qwen2_audio_encoder"), text_config=text,
+                              audio_token_id=tok.convert_tokens_to_ids("<|AUDIO|>"))
+    return config, Qwen2AudioProcessor(feature_extractor=whisper_features(), tokenizer=tok,
+                                       chat_template=AUDIO_CHAT_TEMPLATE)
+
+
+TINY = {"qwen2_audio": Tiny(_qwen2_audio)}

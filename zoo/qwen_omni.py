@@ -1,4 +1,7 @@
-"""The Qwen2.5-Omni thinker (text output only) as a GRPO policy: audio, images and videos in one prompt."""
+"""The Qwen2.5-Omni thinker (text output only) as a GRPO policy: audio, images and videos in one prompt.
+
+Images and videos go through the Qwen-VL handling of `zoo.qwen_vl`, audio through that of `zoo.qwen_audio`.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +9,22 @@ import torch
 from torch import nn
 
 from zoo.batch import MediaSpec, PromptBatch
-from zoo.media import chat_texts, check_placeholders, media_parts, video_input
+from zoo.media import chat_texts
 from zoo.policy import PolicyModule
-from zoo.qwen_audio import AUDIO, check_audio_placeholders, encode_audio
+from zoo.qwen_audio import AUDIO, AUDIO_ENCODER, AUDIO_TOKENS, check_audio_placeholders, encode_audio, whisper_features
+from zoo.qwen_vl import (
+    IMAGE,
+    check_vision_placeholders,
+    pixel_bounds,
+    tiny_vision_processors,
+    vision_groups,
+    vision_inputs,
+)
+from zoo.tiny import CHAT_TEMPLATE, TEXT, Tiny, build_tokenizer, text_config
 
-MEDIA = {
-    "image": MediaSpec(per_item=("image_grid_thw",), flat="pixel_values", grid="image_grid_thw"),
-    "video": MediaSpec(per_item=("video_grid_thw", "video_second_per_grid"), flat="pixel_values_videos",
-                       grid="video_grid_thw"),
-    "audio": AUDIO,
-}
+MEDIA = {"image": IMAGE, "audio": AUDIO,
+         "video": MediaSpec(per_item=("video_grid_thw", "video_second_per_grid"), flat="pixel_values_videos",
+                            grid="video_grid_thw")}
 
 
 class QwenOmniPolicy(PolicyModule):
@@ -24,7 +33,8 @@ class QwenOmniPolicy(PolicyModule):
     their ``fps``; audio parts are resampled to 16 kHz when they come at another rate.
 
     Args:
-        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-Omni-7B``), local directory, or ``tiny:qwen2_5_omni``.
+        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-Omni-7B``), local directory, ``tiny:qwen2_5_omni``, or
+            a zoo checkpoint (see `PolicyModule`).
         min_pixels: Lower bound on pixels per image after the processor's resize; None keeps the processor's.
         max_pixels: Upper bound on pixels per image (the main memory knob); None keeps the processor's.
         **kwargs: Options common to every policy (see `PolicyModule`).
@@ -50,8 +60,7 @@ class QwenOmniPolicy(PolicyModule):
         model_type = AutoConfig.from_pretrained(path).model_type
         if model_type not in ("qwen2_5_omni", "qwen2_5_omni_thinker"):
             raise ValueError(f"{path} is a {model_type!r} model; QwenOmniPolicy supports Qwen2.5-Omni")
-        pixels = {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels)) if v}
-        processor = AutoProcessor.from_pretrained(path, **pixels)
+        processor = AutoProcessor.from_pretrained(path, **pixel_bounds(self.min_pixels, self.max_pixels))
         if model_type == "qwen2_5_omni":  # a full checkpoint: built without the talker, only the thinker kept
             full = Qwen2_5OmniForConditionalGeneration.from_pretrained(path, enable_audio_output=False,
                                                                        **self.load_kwargs())
@@ -64,41 +73,54 @@ class QwenOmniPolicy(PolicyModule):
 
     def encode(self, examples: list) -> PromptBatch:
         self.check_media(examples)
+        parts, kwargs = vision_inputs(examples)
+        parts["audio"], audio_kwargs = encode_audio(self, examples)
         texts = chat_texts(self.processor, examples)
-        parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
-        audio_parts, kwargs = encode_audio(self, examples)
-        images = [p["image"].convert("RGB") for per in parts["image"] for p in per]
-        videos = [video_input(p) for per in parts["video"] for p in per]
-        if images:
-            kwargs["images"] = images
-        if videos:
-            kwargs |= dict(videos=[v for v, _ in videos], video_metadata=[m for _, m in videos],
-                           do_sample_frames=False)
-        tensors = dict(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
-        if videos:  # the processor assumes one frame rate for all videos: use each video's own
+        tensors = dict(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs, **audio_kwargs))
+        if "video_metadata" in kwargs:  # the processor assumes one frame rate for all videos: use each video's own
             step = self.processor.video_processor.temporal_patch_size
-            tensors["video_second_per_grid"] = torch.tensor([step / m["fps"] for _, m in videos])
-        self._check_placeholders(tensors)
-        items = {k: [len(p) for p in v] for k, v in parts.items()} | {"audio": [len(p) for p in audio_parts]}
-        return PromptBatch(tensors=tensors, items=items, specs=MEDIA)
-
-    def _check_placeholders(self, tensors: dict) -> None:
-        merge = self.model.config.vision_config.spatial_merge_size ** 2
-        for kind, grid in (("image", "image_grid_thw"), ("video", "video_grid_thw")):
-            token = getattr(self.processor, f"{kind}_token")
-            expected = int(tensors[grid].prod(-1).sum()) // merge if grid in tensors else 0
-            check_placeholders(tensors["input_ids"], self.tokenizer.convert_tokens_to_ids(token), token, kind,
-                               expected)
+            tensors["video_second_per_grid"] = torch.tensor([step / m["fps"] for m in kwargs["video_metadata"]])
+        check_vision_placeholders(self, tensors, {kind: getattr(self.processor, f"{kind}_token")
+                                                  for kind in ("image", "video")})
         check_audio_placeholders(self, tensors, self.processor.audio_token)
+        return PromptBatch(tensors=tensors, items={k: [len(p) for p in v] for k, v in parts.items()}, specs=MEDIA)
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
         """``audio`` (the audio encoder), ``vision`` (the vision tower without its merger), ``aligner`` (the
         vision merger), ``llm``."""
         inner = self.model.model
-        children = list(inner.visual.named_children())
-        return {
-            "audio": [inner.audio_tower],
-            "vision": [m for name, m in children if "merger" not in name],
-            "aligner": [m for name, m in children if "merger" in name],
-            "llm": [inner.language_model, self.model.lm_head],
-        }
+        return {"audio": [inner.audio_tower], **vision_groups(inner.visual),
+                "llm": [inner.language_model, self.model.lm_head]}
+
+
+# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+OMNI_TOKENS = AUDIO_TOKENS | {"image_token": "<|IMAGE|>", "video_token": "<|VIDEO|>",
+                              "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>"}
+OMNI_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{%- if c.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif c.type == 'video' %}<|vision_start|><|video_pad|><|vision_end|>",
+    "{%- if c.type == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
+    "{%- elif c.type == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>"
+    "{%- elif c.type == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>")
+
+
+def _qwen2_5_omni():
+    from transformers import Qwen2_5OmniProcessor, Qwen2_5OmniThinkerConfig
+
+    tok = build_tokenizer(named_tokens=OMNI_TOKENS)
+    ids = tok.convert_tokens_to_ids
+    config = Qwen2_5OmniThinkerConfig(
+        audio_config=dict(AUDIO_ENCODER, n_window=50, output_dim=TEXT["hidden_size"]),
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4,
+                           out_hidden_size=TEXT["hidden_size"], fullatt_block_indexes=[1], window_size=112,
+                           patch_size=14),
+        text_config=text_config(tok),
+        audio_token_index=ids("<|AUDIO|>"), image_token_index=ids("<|IMAGE|>"), video_token_index=ids("<|VIDEO|>"),
+        audio_start_token_id=ids("<|audio_bos|>"), audio_end_token_id=ids("<|audio_eos|>"),
+        vision_start_token_id=ids("<|vision_bos|>"), vision_end_token_id=ids("<|vision_eos|>"),
+        user_token_id=tok.encode("user")[0])
+    return config, Qwen2_5OmniProcessor(feature_extractor=whisper_features(), tokenizer=tok,
+                                        chat_template=OMNI_CHAT_TEMPLATE, **tiny_vision_processors())
+
+
+TINY = {"qwen2_5_omni": Tiny(_qwen2_5_omni)}

@@ -19,7 +19,9 @@ from torch import Tensor, nn
 
 from zoo.batch import PromptBatch
 from zoo.features import distinct_media
+from zoo.media import check_placeholders, media_parts
 from zoo.policy import PolicyModule
+from zoo.tiny import Tiny, build_tokenizer, text_config
 
 CONFIG, WEIGHTS = "spliced_config.json", "spliced_encoder.pt"
 
@@ -108,7 +110,7 @@ class SplicedPolicy(PolicyModule):
     and weights it saved.
 
     Args:
-        pretrained: A causal LM or a saved policy directory (see above).
+        pretrained: A causal LM, a saved policy directory (see above) or a zoo checkpoint.
         placeholder: The token whose copies the media features replace; added to the tokenizer (and the
             embeddings resized) when the LM lacks it. Banned from completions.
         init_seed: Seed of the new encoder and projector weights.
@@ -177,20 +179,18 @@ class SplicedPolicy(PolicyModule):
                 "llm": [self.model.lm]}
 
     def encode(self, examples: list) -> PromptBatch:
-        parts = [[p for m in ex.messages if not isinstance(m["content"], str) for p in m["content"]
-                  if p["type"] == self.media_kind] for ex in examples]
+        self.check_media(examples)
+        parts = [media_parts(ex, self.media_kind) for ex in examples]
         texts = [self.tokenizer.apply_chat_template(self._flatten(ex), tokenize=False, add_generation_prompt=True)
                  for ex in examples]
-        tokens = self.placeholder * self.model.encoder.num_tokens
-        tensors = dict(self.tokenizer([t.replace(self.placeholder, tokens) for t in texts], padding=True,
-                                      return_tensors="pt"))
+        num_tokens = self.model.encoder.num_tokens
+        tensors = dict(self.tokenizer([t.replace(self.placeholder, self.placeholder * num_tokens) for t in texts],
+                                      padding=True, return_tensors="pt"))
         flat = [p for per in parts for p in per]
         if flat:
             tensors |= self.model.encoder.prepare(flat)
-        found = int((tensors["input_ids"] == self.model.placeholder_id).sum())
-        if found != len(flat) * self.model.encoder.num_tokens:
-            raise ValueError(f"the prompts hold {found} {self.placeholder} tokens but {len(flat)} {self.media_kind} "
-                             f"items need {self.model.encoder.num_tokens} each: does a text contain the placeholder?")
+        check_placeholders(tensors["input_ids"], self.model.placeholder_id, self.placeholder, self.media_kind,
+                           len(flat) * num_tokens, hint="does a text contain the placeholder?")
         return PromptBatch(tensors=tensors, items={self.media_kind: [len(p) for p in parts]},
                            specs={self.media_kind: self.model.encoder.spec})
 
@@ -199,11 +199,7 @@ class SplicedPolicy(PolicyModule):
         out = []
         for message in example.messages:
             content = message["content"]
-            if not isinstance(content, str):
-                kinds = {p["type"] for p in content} - {"text", self.media_kind}
-                if kinds:
-                    raise ValueError(f"{type(self).__name__} takes text and {self.media_kind} content, but an "
-                                     f"example of task {example.task!r} has {sorted(kinds)}")
+            if not isinstance(content, str):  # `check_media` let only text and media_kind parts through
                 content = "".join(p["text"] if p["type"] == "text" else self.placeholder for p in content)
             out.append({"role": message["role"], "content": content})
         return out
@@ -218,3 +214,15 @@ class SplicedPolicy(PolicyModule):
         Path(path, CONFIG).write_text(json.dumps(config, indent=2))
         torch.save({"encoder": model.encoder.state_dict(), "projector": model.projector.state_dict()},
                    Path(path, WEIGHTS))
+
+
+# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+def _qwen2():
+    """A text-only Qwen2 causal LM: the language model of the spliced policies' tests (``tiny:qwen2``)."""
+    from transformers import Qwen2Config
+
+    tok = build_tokenizer()
+    return Qwen2Config(**text_config(tok) | {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}), tok
+
+
+TINY = {"qwen2": Tiny(_qwen2)}

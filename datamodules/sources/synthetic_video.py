@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.sources.base import Source
+from datamodules.sources.shapes import pixel_centres, shape_mask
 from datamodules.sources.video_folder import decode
 from tasks import SkipItem, Video
 from tasks.extras import require
@@ -95,16 +96,12 @@ class SyntheticVideos(Source):
     def render(self, index: int) -> np.ndarray:
         """The frames of clip ``index`` as drawn, ``[T, H, W, 3]`` uint8 (what decoding the cached file gives)."""
         scene = self._scene(index)
-        y, x = np.mgrid[0:self.height, 0:self.width] + 0.5  # pixel centres, [H, W] each
+        y, x = pixel_centres(self.height, self.width)  # [H, W] each
         t = np.arange(self.num_frames)[:, None, None, None] / (self.num_frames - 1)  # [T, 1, 1, 1]
         frames = scene["background"] + scene["rise"] * t  # [T, H, W, 3]
         for shape in scene["shapes"]:
             cx, cy = (shape["centres"][:, i, None, None] for i in (0, 1))  # [T, 1, 1] each
-            if shape["kind"] == "circle":
-                inside = (x - cx) ** 2 + (y - cy) ** 2 <= shape["radius"] ** 2  # [T, H, W]
-            else:
-                inside = np.maximum(abs(x - cx), abs(y - cy)) <= shape["radius"]
-            frames[inside] = shape["colour"]
+            frames[shape_mask(shape["kind"], x, y, cx, cy, shape["radius"])] = shape["colour"]  # [T, H, W] mask
         return (np.clip(frames, 0.0, 1.0) * 255 + 0.5).astype(np.uint8)
 
     def _decode(self, path: Path) -> Video:
@@ -120,7 +117,7 @@ class SyntheticVideos(Source):
         rng = np.random.default_rng([self.seed, index])
         near, far = rng.uniform(0.08, 0.4, (2, 3))
         angle = rng.uniform(0, 2 * np.pi)
-        y, x = np.mgrid[0:self.height, 0:self.width] + 0.5
+        y, x = pixel_centres(self.height, self.width)
         along = (x - self.width / 2) * np.cos(angle) + (y - self.height / 2) * np.sin(angle)  # [H, W]
         ramp = (along / np.hypot(self.width, self.height) + 0.5)[..., None]  # [H, W, 1], within [0, 1]
         scene = {"background": near + (far - near) * ramp, "rise": rng.uniform(0.12, 0.22)}

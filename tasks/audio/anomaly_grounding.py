@@ -78,6 +78,8 @@ class AudioAnomalyGrounding(Task):
     name = "audio_anomaly_grounding"
     modality = "audio"
     parts = ("accuracy",)
+    levels = {"long": {"min_seconds": 0.5, "max_seconds": 1.0},
+              "short": {"min_seconds": 0.1, "max_seconds": 0.3}}
 
     def __init__(
         self,

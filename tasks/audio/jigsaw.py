@@ -7,16 +7,15 @@ in the permutation convention of `tasks.answers`; graded by the footrule or the 
 from __future__ import annotations
 
 import random
-from typing import Literal
 
 import numpy as np
 
 from tasks import answers
 from tasks.audio.common import Audio, audio_part, segments, waveform_of
-from tasks.base import Example, Task
+from tasks.base import Example, OrderReward, OrderTask
 
 
-class AudioJigsaw(Task):
+class AudioJigsaw(OrderTask):
     """Shuffle equal consecutive segments of a clip and ask for the segment numbers in original order.
 
     Args:
@@ -24,33 +23,30 @@ class AudioJigsaw(Task):
         min_segment_seconds: Shortest usable segment; shorter clips are skipped.
         composite: Play the shuffled segments back to back as one clip, numbered in the order they play,
             instead of one audio part per segment after its number.
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right)
-            or ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "audio_jigsaw"
     modality = "audio"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}segments": {"segments": k} for k in (3, 4, 6)}
 
     def __init__(
         self,
         segments: int = 3,
         min_segment_seconds: float = 0.25,
         composite: bool = True,
-        reward: Literal["exact", "fraction", "footrule"] = "footrule",
+        reward: OrderReward = "footrule",
         partial_credit: float = 1.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if segments < 2:
             raise ValueError(f"segments must be >= 2, got {segments}")
         if not min_segment_seconds > 0:
             raise ValueError(f"min_segment_seconds must be > 0, got {min_segment_seconds}")
-        answers.check_permutation_reward(reward, partial_credit)
         self.segments, self.min_segment_seconds, self.composite = segments, min_segment_seconds, composite
-        self.reward, self.partial_credit = reward, partial_credit
 
     def make_example(self, item: Audio, rng: random.Random) -> Example:
         wave = waveform_of(item, self.segments * self.min_segment_seconds)
@@ -73,12 +69,3 @@ class AudioJigsaw(Task):
                             f"first segment to the last, {k} numbers separated by commas.")
         meta = {"segments": k, "shown": shown, "segment_samples": len(pieces[0])}
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
-
-    def answer_text(self, example: Example) -> str:
-        return ", ".join(str(label) for label in example.answer)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = answers.parse_permutation(answer, example.meta["segments"])
-        if pred is None:
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

@@ -26,6 +26,7 @@ class AudioMCQ(MultipleChoice):
 
     name = "audio_mcq"
     modality = "audio_qa"
+    levels = {}  # labelled data: no pretext source makes its items
 
     def media(self, item: AudioQA) -> list[dict]:
         return [audio_part(waveform_of(item.audio), item.audio.sampling_rate)]

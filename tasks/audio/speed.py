@@ -36,6 +36,8 @@ class AudioSpeed(Task):
     name = "audio_speed"
     modality = "audio"
     parts = ("accuracy",)
+    levels = {"2way": {"speeds": [0.5, 2.0], "reverse": False}, "4way": {},
+              "fine": {"speeds": [0.75, 1.0, 1.25, 1.5], "reverse": False}}
 
     def __init__(self, speeds: list[float] = [0.5, 1.0, 2.0], reverse: bool = True, **kwargs):  # noqa: B006
         super().__init__(**kwargs)

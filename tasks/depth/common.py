@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image, ImageDraw, ImageFont
 
 from tasks import answers
-from tasks.base import Example, SkipItem, Task
+from tasks.base import Example, OrderReward, OrderTask, SkipItem
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
 
@@ -164,7 +164,7 @@ def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: f
     return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
 
 
-class DepthOrdering(Task):
+class DepthOrdering(OrderTask):
     """Mark points of an RGB-D image with shuffled numbers and ask for them from nearest to farthest.
 
     Subclasses choose the points (`pick`), describe them (`question`) and call `check_style` with their number
@@ -177,28 +177,24 @@ class DepthOrdering(Task):
             lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
         separator: How an ``order`` answer joins the numbers: ``"comma"`` (``2, 3, 1``; commas or spaces are
             read) or ``"dash"`` (``2-3-1``, Spatial-SSRL's 'Smallest-Middle-Largest' format; only dashes are read).
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
-            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     modality = "rgbd"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
-                 separator: Literal["comma", "dash"] = "comma",
-                 reward: Literal["exact", "fraction", "footrule"] = "footrule", partial_credit: float = 1.0,
+                 separator: Literal["comma", "dash"] = "comma", reward: OrderReward = "footrule",
+                 partial_credit: float = 1.0,
                  **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         answers.check_order_style(style)
         if separator not in ("comma", "dash") or (separator == "dash" and style != "order"):
             raise ValueError(f"separator must be 'comma' or 'dash' (the latter with style 'order'), got {separator!r}")
-        self.separator = separator
-        answers.check_permutation_reward(reward, partial_credit)
-        self.marker_size, self.style, self.reward, self.partial_credit = marker_size, style, reward, partial_credit
+        self.marker_size, self.style, self.separator = marker_size, style, separator
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
@@ -239,14 +235,7 @@ class DepthOrdering(Task):
     def answer_text(self, example: Example) -> str:
         if self.separator == "dash":
             return "-".join(str(label) for label in example.answer)
-        return answers.order_answer(example.answer, self.style)
+        return super().answer_text(example)
 
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        k = len(example.answer)
-        if self.separator == "dash":
-            pred = parse_dashed(answer, k)
-        else:
-            pred = answers.parse_order(answer, k, self.style, self.strict_letters)
-        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
+    def parse(self, answer: str, k: int) -> list[int] | None:
+        return parse_dashed(answer, k) if self.separator == "dash" else super().parse(answer, k)

@@ -34,6 +34,7 @@ class DepthOrder(DepthOrdering):
     """
 
     name = "depth_order"
+    levels = {f"{k}points": {"points": k} for k in (2, 3, 4, 6)}  # Visual Jigsaw 3D orders 6 points
 
     def __init__(self, points: int = 6, min_distance: float = 0.08, min_gap: float = 0.2,
                  depth_range: tuple[float, float] = (0.1, 10.0), **kwargs):

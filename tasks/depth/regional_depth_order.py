@@ -33,6 +33,8 @@ class RegionalDepthOrder(DepthOrdering):
     """
 
     name = "regional_depth_order"
+    levels = {"2regions": {"bands": [[0.0, 0.3], [0.7, 1.0]]}, "3regions": {},
+              "4regions": {"bands": [[0.0, 0.2], [0.27, 0.47], [0.53, 0.73], [0.8, 1.0]]}}
 
     def __init__(self, bands: list[list[float]] = _BANDS,  # noqa: B006  (never mutated)
                  patch: float = 0.033, flatness: float = 0.15, **kwargs):

@@ -48,6 +48,7 @@ class RelativePosition3D(Task):
     name = "relative_position_3d"
     modality = "rgbd"
     parts = ("accuracy",)
+    levels = {"4way": {"diagonals": False}, "8way": {"diagonals": True}}
 
     def __init__(self, facing_weights: list[float] = [3.0, 3.0, 3.0, 1.0],  # noqa: B006  (never mutated)
                  diagonals: bool = True, margin: float = 10.0, min_separation: float = 0.2, patch: float = 0.02,
@@ -58,8 +59,14 @@ class RelativePosition3D(Task):
         width = 45.0 if diagonals else 90.0
         if not 0 <= margin < width / 2:
             raise ValueError(f"margin must be in [0, {width / 2}) degrees, got {margin}")
-        if min_separation < 0 or not 0 < patch < 0.5 or flatness <= 0 or not 0 < marker_size < 0.25:
-            raise ValueError("need min_separation >= 0, patch in (0, 0.5), flatness > 0, marker_size in (0, 0.25)")
+        if min_separation < 0:
+            raise ValueError(f"min_separation must be >= 0, got {min_separation}")
+        if not 0 < patch < 0.5:
+            raise ValueError(f"patch must be in (0, 0.5), got {patch}")
+        if flatness <= 0:
+            raise ValueError(f"flatness must be > 0, got {flatness}")
+        if not 0 < marker_size < 0.25:
+            raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         self.facing_weights, self.diagonals, self.margin = list(facing_weights), diagonals, margin
         self.min_separation, self.patch, self.flatness, self.marker_size = min_separation, patch, flatness, marker_size
 

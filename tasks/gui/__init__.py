@@ -1,8 +1,5 @@
 """GUI and embodied inverse dynamics (UI-Shift) and GUI grounding, with the items they consume."""
 
-from tasks.gui.common import FramePair, GUITransition, Node
-from tasks.gui.embodied import EmbodiedInverseDynamics
-from tasks.gui.grounding import GUIGrounding
-from tasks.gui.inverse_dynamics import GUIInverseDynamics
+from tasks.discovery import export_submodules
 
-__all__ = ["EmbodiedInverseDynamics", "FramePair", "GUIGrounding", "GUIInverseDynamics", "GUITransition", "Node"]
+__all__ = export_submodules(__name__, __path__, globals())  # a new task file needs no edit here

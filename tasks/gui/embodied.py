@@ -26,6 +26,7 @@ class EmbodiedInverseDynamics(Task):
     name = "embodied_inverse_dynamics"
     modality = "frame_pair"
     parts = ("accuracy",)
+    levels = {"default": {}}
 
     def __init__(self, labels: Literal["letters", "names"] = "letters", shuffle: bool = True, **kwargs):
         super().__init__(**kwargs)

@@ -31,6 +31,7 @@ class GUIGrounding(Task):
     name = "gui_grounding"
     modality = "gui"
     parts = ("accuracy",)
+    levels = {"default": {}}
 
     def __init__(self, kinds: list[str] | None = None, min_side: int = 2, **kwargs):
         super().__init__(**kwargs)

@@ -56,6 +56,7 @@ class GUIInverseDynamics(Task):
     name = "gui_inverse_dynamics"
     modality = "gui"
     parts = ("accuracy", "action_type")
+    levels = {"type": {"output": "letter"}, "action": {"output": "json"}}
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ class Contrastive(Task):
     name = "contrastive"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"mild": {"scale": [0.3, 0.6], "p": 0.3}, "strong": {}}  # strong: SSL4RL's augmentations
     partners = 1
 
     def __init__(self, scale: list[float] = [0.08, 0.3], size: int = 224, p: float = 0.8,  # noqa: B006
@@ -53,8 +54,10 @@ class Contrastive(Task):
         super().__init__(**kwargs)
         if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
             raise ValueError(f"scale must be [low, high] with 0 < low <= high <= 1, got {scale}")
-        if not 0 <= p <= 1 or size < 1:
-            raise ValueError(f"need 0 <= p <= 1 and size >= 1, got p={p}, size={size}")
+        if not 0 <= p <= 1:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
         self.scale, self.size, self.p, self.min_size = list(scale), size, p, min_size
 
     def make_example(self, item: Image.Image | Sequence[Image.Image], rng: random.Random) -> Example:

@@ -54,6 +54,8 @@ class CropInpaint(Task):
     name = "crop_inpaint"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"rotated": {"distractors": ["rotate_left", "rotate_right", "interior"]},
+              "context": {"distractors": ["interior", "context_quarter", "context_half"]}}
 
     def __init__(self, distractors: list[str] = list(DISTRACTORS), min_size: int = 16, **kwargs):  # noqa: B006
         super().__init__(**kwargs)

@@ -34,6 +34,7 @@ class FlippedPatch(Task):
     name = "flipped_patch"
     modality = "image"
     parts = ("accuracy", "patch", "direction")
+    levels = {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)}
 
     def __init__(self, rows: int = 2, cols: int = 2, labels: bool = True, min_tile: int = 14, **kwargs):
         super().__init__(**kwargs)

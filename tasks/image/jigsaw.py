@@ -13,13 +13,13 @@ from typing import Literal
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, Task
+from tasks.base import Example, OrderTask
 from tasks.image import grid
 
 REWARDS = (*answers.PERMUTATION_SCORES, "connections")
 
 
-class Jigsaw(Task):
+class Jigsaw(OrderTask):
     """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original position.
 
     Args:
@@ -27,10 +27,10 @@ class Jigsaw(Task):
         cols: Grid columns; ``rows * cols`` must be at least 2.
         composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of showing each tile as a
             separate image (Visual Jigsaw, SSL4RL).
-        reward: Which graded score is the accuracy: ``"exact"`` (whole order right), ``"fraction"`` (share
-            of positions right), ``"footrule"`` (1 - normalised Spearman footrule distance) or
-            ``"connections"`` (share of the original neighbour pairs the answer keeps side by side, Jigsaw-R1's
-            optional adjacency reward; see `tasks.image.grid.neighbour_accuracy`). All four are logged.
+        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"``, ``"footrule"`` (see
+            `tasks.OrderTask`) or ``"connections"`` (share of the original neighbour pairs the answer keeps side by
+            side, Jigsaw-R1's optional adjacency reward; see `tasks.image.grid.neighbour_accuracy`). All four are
+            logged.
         min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
         partial_credit: Scale of the graded accuracy of a valid but wrong order (Visual Jigsaw uses 0.2 with
             ``fraction``); an exact order always earns 1.
@@ -44,6 +44,8 @@ class Jigsaw(Task):
     name = "jigsaw"
     modality = "image"
     parts = ("accuracy", *REWARDS)
+    rewards = REWARDS
+    levels = {f"{k}x{k}": {"rows": k, "cols": k} for k in (2, 3, 4)}  # Visual Jigsaw trains 3x3, SSL4RL 2x2
 
     def __init__(
         self,
@@ -57,18 +59,16 @@ class Jigsaw(Task):
         mask_ratio: float = 0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if rows < 1 or cols < 1 or rows * cols < 2:
             raise ValueError(f"need rows, cols >= 1 and at least two tiles, got {rows}x{cols}")
-        if reward not in REWARDS or not 0 <= partial_credit <= 1:
-            raise ValueError(f"need reward in {REWARDS} and partial_credit in [0, 1], got {reward!r}, {partial_credit}")
-        if min_tile < 1 or not 0 <= mask_ratio < 0.5:
-            raise ValueError(f"need min_tile >= 1 and 0 <= mask_ratio < 0.5, got {min_tile}, {mask_ratio}")
+        if min_tile < 1:
+            raise ValueError(f"min_tile must be >= 1, got {min_tile}")
+        if not 0 <= mask_ratio < 0.5:
+            raise ValueError(f"mask_ratio must be in [0, 0.5), got {mask_ratio}")
         self.rows, self.cols = rows, cols
         self.composite = composite
-        self.reward = reward
         self.min_tile = min_tile
-        self.partial_credit = partial_credit
         self.swap, self.mask_ratio = swap, mask_ratio
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
@@ -127,16 +127,13 @@ class Jigsaw(Task):
             f"to bottom, give the number of the piece that belongs there: {k} numbers separated by commas."
         )
 
-    def answer_text(self, example: Example) -> str:
-        return ", ".join(str(label) for label in example.answer)
+    def graded(self, pred: list[int], example: Example) -> dict[str, float]:
+        connections = grid.neighbour_accuracy(pred, example.answer, example.meta["rows"], example.meta["cols"])
+        return super().graded(pred, example) | {"connections": connections}
 
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        rows, cols = example.meta["rows"], example.meta["cols"]
-        pred = answers.parse_permutation(answer, rows * cols)
-        # a non-permutation earns nothing, or repeating one label would collect partial credit
-        if pred is None:
-            return None
-        scores = answers.permutation_scores(pred, example.answer)
-        scores["connections"] = grid.neighbour_accuracy(pred, example.answer, rows, cols)
-        scale = 1.0 if scores["exact"] else self.partial_credit
-        return {"accuracy": scale * scores[self.reward], **scores}
+    def reasoning(self, example: Example) -> str:
+        """Which shown piece each original position takes, position by position (an SFT demonstration)."""
+        cols, shown = example.meta["cols"], example.meta["shown"]  # shown[p]: original slot of shown piece p
+        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece "
+                 f"{shown.index(slot) + 1}" for slot in range(len(shown))]
+        return "In the original image " + "; ".join(steps) + "."

@@ -15,11 +15,11 @@ import random
 from PIL import Image
 
 from tasks.base import Example, SkipItem
-from tasks.grounding import IoUTask, box_iou, fit_size, parse_box
+from tasks.grounding import BoxTask, fit_size
 from tasks.image import grid
 
 
-class JigsawBox(IoUTask):
+class JigsawBox(BoxTask):
     """Swap equal boxes between the ``rows x cols`` regions of an image and ask for the original box of the one
     now in a named region, as ``[x1, y1, x2, y2]`` in pixels of the image shown.
 
@@ -41,6 +41,7 @@ class JigsawBox(IoUTask):
 
     name = "jigsaw_box"
     modality = "image"
+    levels = {"2x1": {"rows": 2, "cols": 1}, "2x2": {"rows": 2, "cols": 2}, "3x3": {"rows": 3, "cols": 3}}
 
     def __init__(self, rows: int = 2, cols: int = 1, box_size: list[float] = [0.1, 0.6],  # noqa: B006
                  mask_ratio: float = 0.0, min_tile: int = 14, factor: int = 28, max_pixels: int = 1280 * 28 * 28,
@@ -117,13 +118,3 @@ class JigsawBox(IoUTask):
             f"now in region {region}? Answer with its bounding box as [x1, y1, x2, y2] in pixel coordinates of "
             f"this {size[0]} x {size[1]} image, x from the left edge and y from the top."
         )
-
-    def answer_text(self, example: Example) -> str:
-        return "[" + ", ".join(str(v) for v in example.answer) + "]"
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        box = parse_box(answer)
-        width, height = example.meta["bounds"]
-        if box is None or box[2] > width or box[3] > height:
-            return None
-        return self.graded(box_iou(box, example.answer))

@@ -58,6 +58,8 @@ class JigsawMultiple(Jigsaw):
 
     name = "jigsaw_multiple"
     parts = ("accuracy",)
+    levels = {"2x1": {"rows": 2, "cols": 1, "choices": 2}, "3x1": {"rows": 3, "cols": 1},
+              "2x2": {"rows": 2, "cols": 2}}
 
     def __init__(self, rows: int = 2, cols: int = 2, choices: int = 4, composite: bool = True,
                  min_tile: int = 14, swap: bool = False, mask_ratio: float = 0.0, **kwargs):

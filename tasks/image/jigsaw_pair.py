@@ -56,6 +56,8 @@ class JigsawPair(Jigsaw):
 
     name = "jigsaw_pair"
     parts = ("accuracy",)
+    levels = {"2x1": {"rows": 2, "cols": 1}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2},
+              "3x3": {"rows": 3, "cols": 3}}  # Jigsaw-R1: 2x1 learned, 3x1 transfers, 2x2 does not
 
     def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
                  swap: bool = False, mask_ratio: float = 0.0, shuffle_options: bool = False, **kwargs):
@@ -82,6 +84,13 @@ class JigsawPair(Jigsaw):
 
     def answer_text(self, example: Example) -> str:
         return answers.letter(example.meta["options"].index(example.answer))
+
+    def reasoning(self, example: Example) -> str:
+        """Where both named pieces came from, then their relation (an SFT demonstration)."""
+        cols, (first, second) = example.meta["cols"], example.meta["pair"]
+        (r1, c1), (r2, c2) = (divmod(example.meta["shown"][piece - 1], cols) for piece in (first, second))
+        return (f"Piece {first} comes from row {r1 + 1}, column {c1 + 1} of the original image and piece {second} "
+                f"from row {r2 + 1}, column {c2 + 1}, so piece {first} is {example.answer} piece {second}.")
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         relation = answers.parse_letter(answer, example.meta["options"], self.strict_letters)

@@ -35,6 +35,8 @@ class JigsawSingle(Jigsaw):
 
     name = "jigsaw_single"
     parts = ("accuracy",)
+    levels = {"2x1": {"rows": 2, "cols": 1}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2},
+              "3x3": {"rows": 3, "cols": 3}}
 
     def __init__(self, rows: int = 2, cols: int = 1, composite: bool = True, min_tile: int = 14,
                  swap: bool = False, mask_ratio: float = 0.0, **kwargs):
@@ -54,6 +56,12 @@ class JigsawSingle(Jigsaw):
 
     def answer_text(self, example: Example) -> str:
         return str(example.answer)
+
+    def reasoning(self, example: Example) -> str:
+        """Where the named piece came from (an SFT demonstration)."""
+        cols, piece, slot = example.meta["cols"], example.meta["piece"], example.answer - 1
+        return (f"Piece {piece} shows the part at row {slot // cols + 1}, column {slot % cols + 1} of the original "
+                f"image, which is position {example.answer}.")
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         # digits only, as Jigsaw-R1's format check (str.isdigit) wants; a position off the grid is no answer

@@ -32,6 +32,8 @@ class PatchPosition(Task):
     name = "patch_position"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"large": {"scale": [0.5, 0.8]}, "small": {"scale": [0.2, 0.4], "min_size": 8},
+              "augmented": {"augment": True}}
 
     def __init__(self, scale: list[float] = [0.2, 0.8], min_size: int = 28, augment: bool = False,  # noqa: B006
                  **kwargs):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Literal
 
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, Task
+from tasks.base import Example, OrderReward, Task
 from tasks.image import grid
 
 _GRID = re.compile(r"(\d+)x(\d+)")
@@ -50,6 +49,9 @@ class PatchReorder(Task):
     name = "patch_reorder"
     modality = "image"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    # Spatial-SSRL's mix, then 3x3
+    levels = {"2x2": {"grids": ["2x2"]}, "2x2masked": {"grids": ["2x2"], "mask": 1.0},
+              "strips4": {"grids": ["1x4", "4x1"]}, "3x3": {"grids": ["3x3"]}}
 
     def __init__(
         self,
@@ -57,7 +59,7 @@ class PatchReorder(Task):
         grid_weights: list[float] | None = None,
         mask: float = 0.0,
         labels: bool = True,
-        reward: Literal["exact", "fraction", "footrule"] = "exact",
+        reward: OrderReward = "exact",
         min_tile: int = 14,
         **kwargs,
     ):

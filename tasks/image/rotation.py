@@ -37,6 +37,7 @@ class Rotation(Task):
     name = "rotation"
     modality = "image"
     parts = ("accuracy",)
+    levels = {"4way": {"angles": [0, 90, 180, 270]}, "8way": {"angles": [0, 45, 90, 135, 180, 225, 270, 315]}}
 
     def __init__(
         self,

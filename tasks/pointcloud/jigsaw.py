@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, Task
+from tasks.base import Example, OrderReward, OrderTask
 from tasks.pointcloud.common import AXES, PointCloud, cloud_part, normalize, points_of
 
 
@@ -23,15 +23,14 @@ def cut_slabs(points: np.ndarray, k: int, axis: str) -> list[np.ndarray]:
     return [points[idx] for idx in np.array_split(order, k)]
 
 
-class PointCloudJigsaw(Task):
+class PointCloudJigsaw(OrderTask):
     """Cut a cloud into ``num_slabs`` slabs along ``axis``, show them shuffled, ask for their order.
 
     Args:
         num_slabs: Number of slabs (K >= 2).
         axis: The axis the cuts are perpendicular to (``x``, ``y``, ``z``); the answer lists the slabs from
             the lowest coordinate to the highest (bottom to top for ``z``).
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` or ``"footrule"`` (see
-            `tasks.Jigsaw`). All three are logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         render: Show each slab as a depth-coloured front-view image instead of points.
         image_size: Side of each rendered image, in pixels.
@@ -40,28 +39,26 @@ class PointCloudJigsaw(Task):
 
     name = "pointcloud_jigsaw"
     modality = "point_cloud"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}slabs": {"num_slabs": k} for k in (2, 3, 4)}
 
     def __init__(
         self,
         num_slabs: int = 3,
         axis: Literal["x", "y", "z"] = "z",
-        reward: Literal["exact", "fraction", "footrule"] = "fraction",
+        reward: OrderReward = "fraction",
         partial_credit: float = 1.0,
         render: bool = False,
         image_size: int = 112,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if num_slabs < 2:
             raise ValueError(f"num_slabs must be >= 2, got {num_slabs}")
         if axis not in AXES:
             raise ValueError(f"axis must be one of {sorted(AXES)}, got {axis!r}")
-        answers.check_permutation_reward(reward, partial_credit)
         if image_size < 16:
             raise ValueError(f"image_size must be >= 16 pixels, got {image_size}")
         self.num_slabs, self.axis = num_slabs, axis
-        self.reward, self.partial_credit = reward, partial_credit
         self.render, self.image_size = render, image_size
 
     def make_example(self, item: PointCloud, rng: random.Random) -> Example:
@@ -81,12 +78,3 @@ class PointCloudJigsaw(Task):
         meta = {"num_slabs": self.num_slabs, "axis": self.axis, "shown": shown,
                 "centres": [c.round(6).tolist() for c in centres]}
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
-
-    def answer_text(self, example: Example) -> str:
-        return ", ".join(str(label) for label in example.answer)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = answers.parse_permutation(answer, example.meta["num_slabs"])
-        if pred is None:  # a non-permutation earns nothing, not partial credit for a repeated label
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)

@@ -57,6 +57,7 @@ class PointCloudRotation(Task):
     name = "pointcloud_rotation"
     modality = "point_cloud"
     parts = ("accuracy",)
+    levels = {"4way": {"rotations": ["none", "x90", "x180", "x270"]}, "6way": {}}
 
     def __init__(
         self,

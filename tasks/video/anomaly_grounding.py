@@ -178,6 +178,7 @@ class AnomalyGrounding(Task):
     name = "anomaly_grounding"
     modality = "video"
     parts = ("accuracy",)
+    levels = {"4types": {}, "11types": {"perturbations": list(PERTURBATIONS)}}
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ class ArrowOfTime(Task):
     name = "arrow_of_time"
     modality = "video"
     parts = ("accuracy",)
+    levels = {"default": {}}
 
     def __init__(self, labels: Literal["words", "letters"] = "words", **kwargs):
         super().__init__(**kwargs)

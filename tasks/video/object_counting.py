@@ -46,6 +46,9 @@ class ObjectCounting(Task):
     name = "object_counting"
     modality = "video"
     parts = ("accuracy", "exact")
+    # VIUBench's hard counting is up to 4 frames and 4 shapes
+    levels = {"easy": {"max_frames_per_kind": 1, "max_per_frame": 2}, "medium": {},
+              "hard": {"max_frames_per_kind": 4, "max_per_frame": 4}}
 
     def __init__(
         self,

@@ -12,11 +12,11 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, SkipItem, Task, Video
+from tasks.base import Example, OrderReward, OrderTask, SkipItem, Video
 from tasks.video.common import frames_of, video_part
 
 
-class TemporalJigsaw(Task):
+class TemporalJigsaw(OrderTask):
     """Shuffle equal consecutive clips of a video and ask for the clip numbers in chronological order.
 
     Args:
@@ -28,16 +28,14 @@ class TemporalJigsaw(Task):
         style: ``"order"``: the answer lists the clip numbers from the earliest clip to the latest
             (``2, 3, 1``). ``"choice"``: every possible order is listed as a lettered option and the answer is
             the letter (at most 4 clips); the chosen order is graded the same way.
-        reward: Which graded score is the accuracy: ``"exact"`` (whole order right), ``"fraction"`` (share
-            of positions right) or ``"footrule"`` (1 - normalised Spearman footrule distance, VideoSSR). All
-            three are logged.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`; VideoSSR uses ``footrule``).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order always earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "temporal_jigsaw"
     modality = "video"
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
+    levels = {f"{k}clips": {"clips": k} for k in (3, 4, 6)}  # VideoSSR trains 6 clips
 
     def __init__(
         self,
@@ -45,19 +43,17 @@ class TemporalJigsaw(Task):
         trim: float = 0.0,
         composite: bool = False,
         style: Literal["order", "choice"] = "order",
-        reward: Literal["exact", "fraction", "footrule"] = "footrule",
+        reward: OrderReward = "footrule",
         partial_credit: float = 1.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if clips < 2:
             raise ValueError(f"clips must be >= 2, got {clips}")
         if not 0 <= trim < 0.5:
             raise ValueError(f"trim must be in [0, 0.5), got {trim}")
         answers.check_order_style(style, clips, "clips")
-        answers.check_permutation_reward(reward, partial_credit)
-        self.clips, self.trim, self.composite = clips, trim, composite
-        self.style, self.reward, self.partial_credit = style, reward, partial_credit
+        self.clips, self.trim, self.composite, self.style = clips, trim, composite, style
 
     def make_example(self, item: Video, rng: random.Random) -> Example:
         pieces = self._cut(item)
@@ -110,15 +106,3 @@ class TemporalJigsaw(Task):
             )
         options = answers.order_options(self.clips)
         return f"Which option lists the clip numbers from the earliest clip to the latest?\n{options}"
-
-    def answer_text(self, example: Example) -> str:
-        return answers.order_answer(example.answer, self.style)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        k = example.meta["clips"]
-        pred = answers.parse_order(answer, k, self.style, self.strict_letters)
-        # a non-permutation earns nothing, or repeating one label would collect partial credit
-        if pred is None:
-            return None
-        return answers.graded_permutation(pred, example.answer, self.reward, self.partial_credit)
-

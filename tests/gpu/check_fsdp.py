@@ -33,7 +33,7 @@ class RandomQwen25VL(QwenVLPolicy):
     def load(self, path: str):
         from transformers import AutoModelForImageTextToText
 
-        config, processor = tiny.FAMILIES[SHAPES[self.shape]](tiny.build_tokenizer())
+        config, processor = tiny.families()[SHAPES[self.shape]].make()
         model = AutoModelForImageTextToText.from_config(config, **self.load_kwargs())
         model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
         return model, processor

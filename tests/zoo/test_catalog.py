@@ -10,8 +10,8 @@ from datamodules.sources.base import Source
 from tasks import Task
 from tests.helpers import discover
 from zoo import PolicyModule
-from zoo.catalog import print_catalog, rows
 from zoo.cli import main
+from zoo.tools.catalog import print_catalog, rows
 
 PROBE = '''
 from tasks.base import Task

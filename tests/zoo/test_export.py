@@ -10,7 +10,7 @@ from tasks import Rotation
 from tests.helpers import make_item
 from zoo import QwenVLPolicy
 from zoo.cli import main
-from zoo.export import read_checkpoint
+from zoo.tools.export import read_checkpoint
 
 
 def trained_checkpoint(path, lora):

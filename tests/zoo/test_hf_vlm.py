@@ -41,7 +41,7 @@ def test_placeholder_count_mismatch_is_a_clear_error(policy, monkeypatch):
     name, change = MISMATCH[policy.pretrained]  # a processor that expands other counts than the model fills
     monkeypatch.setattr(policy.processor, name, change(getattr(policy.processor, name)))
     token = policy.tokenizer.convert_ids_to_tokens(policy.model.config.image_token_id)
-    with pytest.raises(ValueError, match=f"{token} tokens but the images need"):
+    with pytest.raises(ValueError, match=f"{token} tokens but the image inputs need"):
         policy.encode(image_examples())
 
 

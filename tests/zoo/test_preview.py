@@ -15,8 +15,9 @@ from PIL import Image
 import tasks
 from tasks import Task
 from tests.helpers import discover, make_item
-from zoo import PolicyModule, preview
+from zoo import PolicyModule
 from zoo.cli import main
+from zoo.tools import preview
 
 ROOT = Path(__file__).parents[2]
 TASKS = discover(tasks, Task)

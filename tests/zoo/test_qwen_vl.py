@@ -5,6 +5,7 @@ import torch
 
 from tests.zoo.test_policy_contract import image_examples, video_examples
 from zoo import QwenVLPolicy
+from zoo.qwen_vl import PLACEHOLDERS, check_vision_placeholders
 
 
 @pytest.fixture(scope="module", params=QwenVLPolicy.tiny_checkpoints)
@@ -20,7 +21,7 @@ def test_placeholder_count_mismatch_is_a_clear_error(policy):
     ids[ids == policy.tokenizer.convert_tokens_to_ids("<|image_pad|>")] = policy.eos_ids[0]
     tensors["input_ids"] = ids  # as if a template or truncation dropped the placeholders
     with pytest.raises(ValueError, match="image"):
-        policy._check_placeholders(tensors)
+        check_vision_placeholders(policy, tensors, PLACEHOLDERS)
 
 
 def test_video_frame_rate_reaches_the_model(policy):
@@ -33,3 +34,14 @@ def test_video_frame_rate_reaches_the_model(policy):
     if policy.model.config.model_type == "qwen3_vl":  # timestamps written into the prompt
         text = policy.tokenizer.decode(batch.tensors["input_ids"][0])
         assert "seconds>" in text
+
+
+def test_a_subclass_with_its_own_load_encodes(policy):
+    class OwnLoad(QwenVLPolicy):
+        def load(self, path: str):  # a model built some other way, as tests/gpu/check_fsdp.py does
+            return policy.model, policy.processor
+
+    own = OwnLoad(policy.pretrained)
+    own.configure_model()
+    batch = own.encode(image_examples() + video_examples())
+    assert batch.items == {"image": [1, 2, 0, 0, 1], "video": [0, 0, 0, 1, 1]}

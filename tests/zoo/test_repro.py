@@ -7,7 +7,7 @@ import json
 import pytest
 
 from zoo.cli import main as zoo_main
-from zoo.repro import graded_reward, grid_transfer, kl_penalty
+from zoo.tools.repro import graded_reward, grid_transfer, kl_penalty
 
 SMALL = ["--steps", "2", "--val-size", "8"]
 

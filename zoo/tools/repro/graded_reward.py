@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticVideos
 from tasks import TemporalJigsaw
-from zoo.repro.common import Arm, paired, parser, run_claim
+from zoo.tools.repro.common import Arm, paired, parser, run_claim
 
 CLAIM = ("graded (footrule) permutation rewards learn where a binary exact-order reward stalls "
          "(Visual Jigsaw 3x3 image, VideoSSR temporal jigsaw)")

@@ -5,29 +5,13 @@ from __future__ import annotations
 
 import ast
 import configparser
-import importlib
 import inspect
-import pkgutil
 import re
 import sys
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def subclasses(package_name: str, base: type) -> list[type]:
-    """Concrete subclasses of ``base`` defined under ``package_name`` (every module imported first)."""
-    package = importlib.import_module(package_name)
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
-        importlib.import_module(info.name)
-    found, stack = set(), [base]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            stack.append(sub)
-            if sub.__module__.split(".")[0] == package_name and not inspect.isabstract(sub):
-                found.add(sub)
-    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def extras_requirements() -> dict[str, set[str]]:
@@ -98,18 +82,19 @@ def rows() -> dict[str, list[tuple[str, ...]]]:
     """Table rows per section: models, tasks, sources."""
     from datamodules.sources.base import Source
     from tasks import Task, answers
+    from tasks.discovery import discover
     from zoo.policy import PolicyModule
 
     extras = extras_requirements()
     table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
-    for cls in subclasses("zoo", PolicyModule):
+    for cls in discover("zoo", PolicyModule):
         table["models"].append((_path(cls), ",".join(sorted(cls.modalities)), " ".join(cls.tiny_checkpoints),
                                 _extras(cls, extras)))
-    for cls in subclasses("tasks", Task):
+    for cls in discover("tasks", Task):
         default = _default(cls, "answer_format")
         formats = "/".join(f"{f}*" if f == default else f for f in answers.FORMATS)
         table["tasks"].append((_path(cls), cls.name, cls.modality, formats, _extras(cls, extras)))
-    for cls in subclasses("datamodules", Source):
+    for cls in discover("datamodules", Source):
         table["sources"].append((_path(cls), cls.modality, _extras(cls, extras)))
     return table
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import Rotation
-from zoo.repro.common import Arm, paired, parser, run_claim
+from zoo.tools.repro.common import Arm, paired, parser, run_claim
 
 CLAIM = "dropping the KL penalty (beta 0, Visual Jigsaw) learns at least as fast as beta 0.04 (Jigsaw-R1)"
 STEPS = 300

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import JigsawPair
-from zoo.repro.common import Arm, parser, run_claim
+from zoo.tools.repro.common import Arm, parser, run_claim
 
 CLAIM = "training on 2x1 jigsaw pair questions transfers to 3x1 (Jigsaw-R1)"
 STEPS = 250

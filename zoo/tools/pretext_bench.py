@@ -10,8 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from datamodules.bench_export import export, select, source_class
-from tasks.levels import LEVELS
+from datamodules.bench_export import export, levelled_tasks, select, source_class
 
 
 def parse_source(value: str) -> dict:
@@ -30,8 +29,8 @@ def levels_table() -> list[tuple[str, str, str]]:
     def shown(args: dict) -> str:
         return ", ".join(f"{key}={json.dumps(value)}" for key, value in args.items()) or "defaults"
 
-    return [(cls.__name__, cls.name, "; ".join(f"{level} ({shown(args)})" for level, args in named.items()))
-            for cls, named in LEVELS.items()]
+    return [(cls.__name__, cls.name, "; ".join(f"{level} ({shown(args)})" for level, args in cls.levels.items()))
+            for cls in levelled_tasks()]
 
 
 def report(predictions: str) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-CLAIMS = ("graded_reward", "grid_transfer", "kl_penalty")
+CLAIMS = ("graded_reward", "grid_transfer", "kl_penalty", "pretext_transfer", "base_graded", "base_grid",
+          "cold_start")
 
 
 def main(argv: list[str]) -> dict:
@@ -15,4 +16,4 @@ def main(argv: list[str]) -> dict:
     if not argv or argv[0] not in CLAIMS:
         print(f"usage: zoo repro {{{','.join(CLAIMS)}}} [--steps N] [--seeds S ...] [--json FILE]", file=sys.stderr)
         raise SystemExit(2)
-    return importlib.import_module(f"zoo.repro.{argv[0]}").main(argv[1:])
+    return importlib.import_module(f"zoo.tools.repro.{argv[0]}").main(argv[1:])

@@ -1,10 +1,10 @@
-"""`zoo bench` runs zoo and TRL side by side on the same settings and reports comparable numbers."""
+"""`zoo speed` runs zoo and TRL side by side on the same settings and reports comparable numbers."""
 
 import json
 
 import pytest
 
-from zoo import bench
+from zoo.tools import speed
 
 
 def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
@@ -14,17 +14,17 @@ def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
                      {"s": 3.0, "tokens": 60, "sample_s": 2.5, "score_s": 0.1, "train_s": 0.4}], "peak_gib": 1.0}
     trl = {"steps": [{"s": 10.0, "tokens": 10}, {"s": 4.0, "tokens": 40}, {"s": 6.0, "tokens": 30},
                      {"s": 8.0, "tokens": 40}], "peak_gib": 2.0}
-    summaries = {"zoo": bench.summarise(zoo, warmup=1), "trl": bench.summarise(trl, warmup=1)}
+    summaries = {"zoo": speed.summarise(zoo, warmup=1), "trl": speed.summarise(trl, warmup=1)}
     assert summaries["zoo"]["s_per_step"] == 2.0 and summaries["zoo"]["sample_s"] == 1.5
     assert summaries["zoo"]["completion_tokens_per_s"] == 20.0  # medians of 20, 10, 20 tokens/s
     assert summaries["trl"]["s_per_step"] == 6.0 and "sample_s" not in summaries["trl"]
-    assert "zoo speed / TRL speed: 3.00x" in bench.table(summaries)
+    assert "zoo speed / TRL speed: 3.00x" in speed.table(summaries)
 
 
 @pytest.mark.parametrize("framework", ["zoo", "trl"])
 def test_each_framework_runs_the_same_small_setting(tmp_path, framework):
-    out = tmp_path / "bench.json"
-    bench.main(["--frameworks", framework, "--steps", "1", "--warmup", "0", "--prompts", "2", "--generations",
+    out = tmp_path / "speed.json"
+    speed.main(["--frameworks", framework, "--steps", "1", "--warmup", "0", "--prompts", "2", "--generations",
                 "2", "--max-new-tokens", "2", "--json", str(out)])
     (result,) = json.loads(out.read_text())["results"].values()
     assert result["steps_timed"] == 1

@@ -63,8 +63,8 @@ class Recorder(Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         metrics = outputs["metrics"]
         self.steps.append({k: v for k, v in metrics.items() if k in TRAIN_KEYS or k.startswith("train/reward/")})
-        if len(self.steps) % self.every == 0:
-            last = self.steps[-self.every:]
+        last = [s for s in self.steps[-self.every:] if "train/reward" in s]  # SFT steps have no reward
+        if len(self.steps) % self.every == 0 and last:
             reward = sum(s["train/reward"] for s in last) / len(last)
             zero = sum(s["train/grpo/frac_zero_std"] for s in last) / len(last)
             print(f"[repro] {self.name} step {len(self.steps)}: reward {reward:.3f}, zero-variance groups {zero:.2f}",

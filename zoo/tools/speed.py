@@ -1,4 +1,4 @@
-"""`zoo bench`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
+"""`zoo speed`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
 
 Each framework runs in a subprocess of its own (clean peak memory, no shared caches), on the same rotation
 prompts built from the same synthetic images, with the same group size, completion length, learning rate,
@@ -138,7 +138,7 @@ def run_trl(settings: Settings) -> dict:
 
     path = tiny.resolve(settings.model)
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
-    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-bench-"),
+    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
                         per_device_train_batch_size=settings.prompts * settings.generations,
                         num_generations=settings.generations,
                         max_completion_length=settings.max_new_tokens, max_steps=settings.steps + settings.warmup,
@@ -185,12 +185,12 @@ def table(summaries: dict[str, dict]) -> str:
 
 
 def _child(framework: str, settings: Settings, out: Path) -> None:
-    torch.set_num_threads(int(os.environ.get("ZOO_BENCH_THREADS", torch.get_num_threads())))
+    torch.set_num_threads(int(os.environ.get("ZOO_SPEED_THREADS", torch.get_num_threads())))
     out.write_text(json.dumps(RUNNERS[framework](settings)))
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
-    parser = argparse.ArgumentParser(prog="zoo bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="zoo speed", description=__doc__.split("\n\n")[0])
     for name, default in asdict(Settings()).items():
         kind = (lambda text: text.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
             parser.error(f"unknown framework {framework!r}; choose from {sorted(RUNNERS)}")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "result.json"
-            command = [sys.executable, "-m", "zoo.bench", *(argv if argv is not None else sys.argv[1:]),
+            command = [sys.executable, "-m", "zoo.tools.speed", *(argv if argv is not None else sys.argv[1:]),
                        "--child", framework, "--child-out", str(out)]
             subprocess.run(command, check=True, cwd=tmp)
             summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)

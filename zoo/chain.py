@@ -1,0 +1,101 @@
+"""``zoo chain --config <chain.yaml>``: training stages one after another, each starting from the weights the one
+before it ended with (an SFT cold start, then GRPO), every stage keeping its own checkpoints, logs and metrics.
+
+A chain file names the stages, in order; each is a ``zoo fit`` config (a path relative to the chain file) with
+optional extra command-line arguments::
+
+    out: runs/cold_start
+    stages:
+      - {name: sft, config: ../sft/rotation.yaml}
+      - {name: grpo, config: ../quickstart.yaml, args: [--trainer.max_steps, "200"]}
+
+Stage ``k`` runs as its own ``zoo fit`` process (any launcher, device count and strategy work as they do for
+``zoo fit``) writing under ``<out>/<name>/``: logs and ``metrics.json``, ``checkpoints/last.ckpt`` (its final
+weights) and ``model/`` (those weights exported, `zoo.tools.export`); stage ``k + 1`` gets
+``--model.init_args.pretrained <out>/<name of k>/model``. A stage whose ``model/`` exists is not run again, so a
+chain that stopped resumes at the stage that did not finish. ``<out>/chain.json`` lists every stage's paths and
+final held-out metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def load_chain(path: str) -> tuple[Path, list[dict]]:
+    """The output folder and the stages of a chain file, checked (names unique and path-safe, configs exist)."""
+    file = Path(path)
+    spec = yaml.safe_load(file.read_text()) if file.is_file() else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("stages"), list) or not spec["stages"]:
+        raise ValueError(f"{path}: a chain file is a mapping with a non-empty 'stages' list")
+    stages, names = [], set()
+    for stage in spec["stages"]:
+        stage = stage if isinstance(stage, dict) else {}
+        name, config, args = stage.get("name"), stage.get("config"), stage.get("args")
+        if not isinstance(name, str) or not name.isidentifier() or name in names:
+            raise ValueError(f"{path}: every stage needs a unique name of letters, digits and '_', got {name!r}")
+        config = (file.parent / str(config)).resolve()
+        if not config.is_file():
+            raise ValueError(f"{path}: stage {name!r} names no existing config ({config})")
+        if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+            raise ValueError(f"{path}: the args of stage {name!r} must be a list of strings")
+        names.add(name)
+        stages.append({"name": name, "config": str(config), "args": list(args or [])})
+    return Path(spec.get("out", "runs/chain")), stages
+
+
+def stage_command(stage: dict, folder: Path, start: Path | None) -> list[str]:
+    """The ``zoo fit`` command of a stage: its config and arguments, its outputs under ``folder``, its final
+    weights checkpointed (``last.ckpt``), and its start from ``start`` (the previous stage's export)."""
+    command = [sys.executable, "-m", "zoo", "fit", "--config", stage["config"], *stage["args"],
+               "--trainer.default_root_dir", str(folder), "--trainer.logger.init_args.save_dir", str(folder),
+               "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+               "--trainer.callbacks.dirpath", str(folder / "checkpoints"), "--trainer.callbacks.save_last", "true"]
+    return command + (["--model.init_args.pretrained", str(start)] if start else [])
+
+
+def latest_metrics(folder: Path) -> dict:
+    """The metrics of the stage's latest evaluation (``metrics.json`` of its newest run), or {} without one."""
+    found = sorted(folder.glob("**/metrics.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(found[-1].read_text()).get("metrics", {}) if found else {}
+
+
+def run_chain(path: str, out: str | None = None) -> list[dict]:
+    """Run the stages of a chain file in order; returns (and writes to ``<out>/chain.json``) what each left."""
+    from zoo.tools.export import export
+
+    root, stages = load_chain(path)
+    root, start, done = (Path(out) if out else root).resolve(), None, []
+    for stage in stages:
+        folder = root / stage["name"]
+        model = folder / "model"
+        if model.is_dir():
+            print(f"[zoo] chain: stage {stage['name']} is done ({model}); not run again", flush=True)
+        else:
+            print(f"[zoo] chain: stage {stage['name']} starts from {start or 'its config'}", flush=True)
+            if subprocess.run(stage_command(stage, folder, start)).returncode != 0:
+                raise SystemExit(f"[zoo] chain: stage {stage['name']} failed; fix it and run the chain again "
+                                 "(finished stages are kept)")
+            export(folder / "checkpoints" / "last.ckpt", model)
+        done.append({"name": stage["name"], "config": stage["config"], "started_from": str(start or ""),
+                     "checkpoint": str(folder / "checkpoints" / "last.ckpt"), "model": str(model),
+                     "metrics": latest_metrics(folder)})
+        start = model
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "chain.json").write_text(json.dumps(done, indent=1))
+    return done
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zoo chain", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="the chain file (out, stages)")
+    parser.add_argument("--out", help="folder of the stages' outputs (overrides the file's out)")
+    options = parser.parse_args(args)
+    for stage in run_chain(options.config, options.out):
+        print(f"[zoo] chain: {stage['name']}: {stage['model']} {stage['metrics'].get('val/accuracy', '')}")
