@@ -44,6 +44,7 @@ def test_refills_are_a_pure_function_of_key_and_round_and_leave_training_alone()
     uids = {e[0] for e in first + others[0] + others[1]}
     assert len(uids) == 12 and not uids & {e[0] for b in before for e in b}  # never a training example's uid
     assert len({e[2] for e in first + others[0] + others[1]}) > 6  # items from the whole training split
+    assert {e[2] for e in first} != {e[2] for e in others[1]}  # another batch's round 1 shows other items
 
 
 def test_refills_follow_the_curriculum_stage_of_the_batch_they_refill():
