@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
@@ -100,6 +101,7 @@ class PretextDataModule(LightningDataModule):
         self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
         self._streams: dict[str, ExampleStream] = {}
         self._starts: list[int] = []
+        self._item_weights: tuple[int, dict[str, np.ndarray]] | None = None
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -124,6 +126,24 @@ class PretextDataModule(LightningDataModule):
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""
         return self._task_of(example).verify(example, completion)
+
+    def verify_group(self, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
+        """Rewards of ``completions[b]``, the G completions of ``examples[b]``: while training, each task
+        scores all its examples of the batch together (`tasks.Task.verify_group`: a ``self_reward`` compares
+        completions with each other); otherwise (validation, test) each against its answer."""
+        training = getattr(self.trainer, "training", True)  # no trainer: a caller scoring rollouts itself
+        rows: dict[int, list[int]] = {}  # one entry per task object (curriculum stages copy tasks)
+        for b, example in enumerate(examples):
+            rows.setdefault(id(self._task_of(example)), []).append(b)
+        out: list[list[Reward]] = [[] for _ in examples]
+        for group in rows.values():
+            task = self._task_of(examples[group[0]])
+            chosen, texts = [examples[b] for b in group], [completions[b] for b in group]
+            scored = task.verify_group(chosen, texts) if training else \
+                [[task.verify(e, text) for text in g] for e, g in zip(chosen, texts, strict=True)]
+            for b, rewards in zip(group, scored, strict=True):
+                out[b] = rewards
+        return out
 
     def demonstration(self, example: Example) -> str:
         """What an expert writes for ``example`` (the SFT target): its task's `tasks.Task.demonstration`."""
@@ -165,6 +185,38 @@ class PretextDataModule(LightningDataModule):
         for stream in self._streams.values():
             stream.mixes, stream.starts = self._mixes, self._starts if stream.stream in ("train", "refill") else []
 
+    @property
+    def training_items(self) -> dict[str, int]:
+        """Training items per modality (what `set_item_weights` weighs)."""
+        return {modality: len(feed.items) for modality, feed in self._feeds["train"].items()}
+
+    def item_splits(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Per modality, the indices into its ``source`` of the training items and of the held-out ones (none
+        when a ``val_source`` holds those)."""
+        splits = {}
+        for modality, feed in self._feeds["train"].items():
+            held = self._feeds["val"][modality]
+            splits[modality] = (list(feed.items), list(held.items) if held.source is feed.source else [])
+        return splits
+
+    def set_item_weights(self, epoch: int, weights: dict[str, Sequence[float]]) -> None:
+        """Draw the training items of ``epoch`` (each example's item, with replacement) by ``weights``: one
+        non-negative weight per training item (`training_items`) for each named modality; other modalities
+        and epochs keep their permutations (`callbacks.DifficultySampler` sets these)."""
+        arrays = {}
+        for modality, values in weights.items():
+            array = np.asarray(values, dtype=np.float64)
+            expected = self.training_items.get(modality)
+            if expected is None or array.shape != (expected,):
+                raise ValueError(f"item weights for {modality!r}: need one per training item ({expected}), got "
+                                 f"{array.shape}")
+            if not np.isfinite(array).all() or (array < 0).any() or array.sum() <= 0:
+                raise ValueError(f"item weights for {modality!r} must be finite, >= 0, and not all 0")
+            arrays[modality] = array
+        self._item_weights = (epoch, arrays)
+        if "train" in self._streams:
+            self._streams["train"].set_item_weights(epoch, arrays)
+
     def position(self, epoch: int, batch: int) -> int:
         """The training position of the first example of ``batch`` in ``epoch``: ``epoch * epoch_size`` plus
         the examples of the earlier global batches (batch size x world size)."""
@@ -205,6 +257,8 @@ class PretextDataModule(LightningDataModule):
             common = dict(feeds=feeds, mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
                 stream = TrainStream(epoch_size=self.epoch_size, **common)
+                if self._item_weights is not None:
+                    stream.set_item_weights(*self._item_weights)
             elif split == "refill":
                 stream = RefillStream(**common)
             else:

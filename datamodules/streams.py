@@ -25,6 +25,9 @@ MAX_CONSECUTIVE_SKIPS = 100
 Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
 #: ``Example.meta`` key naming the curriculum stage that made an example (absent for stage 0).
 STAGE_KEY = "curriculum_stage"
+#: ``Example.meta`` key of a training example's source item index (its identity across epochs, for
+#: per-item difficulty; the task's modality names the source).
+ITEM_KEY = "source_item"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class ExampleStream(IterableDataset):
 
     ``epoch``, ``rank`` and ``world`` are set by `EpochLoader` before each pass; ``passes`` counts them.
     ``skipped`` counts skip events; the loader updates it in the main process, so it is exact with workers.
+    A task may make several examples of one item (a question and its rewrite, `tasks.Task.make_examples`):
+    training batches hold them all, one after another; held-out batches only the first.
     """
 
     stream: str = ""
@@ -110,12 +115,18 @@ class ExampleStream(IterableDataset):
         # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
         for b in range(self.start + worker, len(self), workers):
             skips: list[tuple[int, str]] = []
-            examples = [self.example(int(i), skips) for i in self.batch_indices(b)]
+            examples = [e for i in self.batch_indices(b) for e in self.examples(int(i), skips)[:self.made]]
             yield _Batch(examples, skips)
 
-    def example(self, i: int, skips: list[tuple[str, int, str, str]]) -> Example:
-        """Example ``i`` of the current epoch; unusable items are appended to ``skips`` and replaced by the
-        next `candidate` (same task, same random stream)."""
+    #: How many of the examples an item makes this stream keeps (None: all).
+    made: int | None = None
+    #: Whether its examples carry their source item (``ITEM_KEY``): training ones do, for per-item difficulty.
+    tracks_items = False
+
+    def examples(self, i: int, skips: list[tuple[str, int, str, str]]) -> list[Example]:
+        """Example ``i`` of the current epoch (with the rewrite its task pairs it with, uid ``<uid>/1``);
+        unusable items are appended to ``skips`` and replaced by the next `candidate` (same task, same random
+        stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
         uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
         rng = random.Random(uid)
@@ -133,15 +144,18 @@ class ExampleStream(IterableDataset):
                 skips.append((task.modality, getattr(err, "index", index), kind, _reason(err)))
                 continue
             try:
-                example = task.check_answerable(task.make_example(item, rng))
+                made = [task.check_answerable(e) for e in task.make_examples(item, rng)]
             except Exception as err:  # a readable item this task cannot use (too small, no valid depth, ...)
                 kind = getattr(err, "kind", None) or f"rejected_by_{task.name}"
                 skips.append((task.modality, index, kind, _reason(err)))
                 continue
-            example.uid = uid
-            if stage:
-                example.meta[STAGE_KEY] = stage
-            return example
+            for k, example in enumerate(made):
+                example.uid = uid if k == 0 else f"{uid}/{k}"
+                if stage:
+                    example.meta[STAGE_KEY] = stage
+                if self.tracks_items:
+                    example.meta[ITEM_KEY] = index
+            return made
         raise RuntimeError(self.exhausted(task, feed, skips[first:]))
 
     def attempts(self, feed: Feed) -> int:
@@ -193,11 +207,15 @@ class TrainStream(ExampleStream):
     permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
 
     stream = "train"
+    tracks_items = True
 
     def __init__(self, *args, epoch_size: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.epoch_size = epoch_size
         self._orders: dict[tuple[str, int, int], np.ndarray] = {}
+        #: ``(epoch, {modality: weight per training item})``: that epoch draws its items by these weights
+        #: (`PretextDataModule.set_item_weights`); other epochs use permutations.
+        self.item_weights: tuple[int, dict[str, np.ndarray]] | None = None
 
     def num_batches(self) -> int:
         per_global = self.batch_size * self.world
@@ -220,6 +238,8 @@ class TrainStream(ExampleStream):
 
     def item_index(self, position: int, modality: str) -> int:
         items = self.feeds[modality].items
+        if self.item_weights is not None and self.item_weights[0] == self.epoch and modality in self.item_weights[1]:
+            return items[int(self._weighted_order(modality)[position])]
         lap, offset = divmod(position, len(items))
         order = self._orders.get((modality, self.epoch, lap))
         if order is None:
@@ -236,6 +256,22 @@ class TrainStream(ExampleStream):
         """Seed string of the item permutation of ``lap`` of this epoch (``name``: the modality, or empty)."""
         return f"{self.seed}:order:{name}{self.epoch}:{lap}"
 
+    def set_item_weights(self, epoch: int, weights: dict[str, np.ndarray]) -> None:
+        """Draw the items of ``epoch`` by ``weights`` (one per training item of each named modality)."""
+        self.item_weights = (epoch, weights)
+        self._orders = {key: order for key, order in self._orders.items() if key[2] != -1}
+
+    def _weighted_order(self, modality: str) -> np.ndarray:
+        """This epoch's item positions drawn with replacement by the item weights (enough for every example
+        and its skips)."""
+        key = (modality, self.epoch, -1)
+        if key not in self._orders:
+            weights = self.item_weights[1][modality]
+            seed = random.Random(f"{self.seed}:weighted:{modality}:{self.epoch}").getrandbits(64)
+            draws = self.epoch_size + MAX_CONSECUTIVE_SKIPS
+            self._orders[key] = np.random.default_rng(seed).choice(len(weights), draws, p=weights / weights.sum())
+        return self._orders[key]
+
 
 class HeldOutStream(ExampleStream):
     """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
@@ -243,6 +279,7 @@ class HeldOutStream(ExampleStream):
     by at most one; the last batch of a shard may be short."""
 
     stream = "val"
+    made = 1  # a held-out example is measured on its own, never with a rewrite
 
     def _shard(self) -> range:
         n = max(len(feed.items) for feed in self.feeds.values())
@@ -305,14 +342,15 @@ class EpochLoader(DataLoader):
     def __iter__(self) -> Iterator[list[Example]]:
         epoch = self._place()
         # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
-        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
+        epoch = self.dataset.passes if epoch is None else epoch
+        self.dataset.epoch, self.dataset.start = self._first_batch(epoch)
         self.dataset.passes += 1
-        self.dataset.start = self._first_batch(self.dataset.epoch)
         return self._unwrap(super().__iter__())
 
-    def _first_batch(self, epoch: int) -> int:
-        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
-        return 0
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a restored position
+        says otherwise."""
+        return epoch, 0
 
     def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
         for batch in batches:
@@ -335,6 +373,11 @@ class ResumableLoader(EpochLoader):
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = (state["epoch"], state["batch"])
 
-    def _first_batch(self, epoch: int) -> int:
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
         resume, self._resume = self._resume, None  # a restored position applies to one pass only
-        return resume[1] if resume is not None and resume[0] == epoch else 0
+        if resume is None or resume[0] != epoch:
+            return epoch, 0
+        if resume[1] >= len(self):
+            # saved at the epoch's last batch: Lightning iterates before it moves on to the next epoch
+            return epoch + 1, 0
+        return resume

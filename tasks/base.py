@@ -139,6 +139,23 @@ class Reward:
     parts: dict[str, float]
 
 
+class SelfReward(ABC):
+    """A label-free reward: the completions of each example scored against each other instead of against its
+    answer (implementations and the papers they follow: `tasks.self_rewards`). Set on a task as its
+    ``self_reward`` option; the task still parses and validates every completion."""
+
+    def check(self, task: Task) -> None:  # noqa: B027  (most self-rewards take any task)
+        """Raise ValueError when ``task`` cannot be rewarded this way (called by the task's ``__init__``)."""
+
+    def examples(self, task: Task, item: Any, rng: random.Random) -> list[Example]:
+        """The examples ``task`` makes from ``item`` (one; a pairing reward adds the rewrite it compares)."""
+        return [task.make_example(item, rng)]
+
+    @abstractmethod
+    def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
+        """One `Reward` per completion of each example, from the completions alone (never raises)."""
+
+
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
@@ -156,6 +173,10 @@ class Task(ABC):
         strict_letters: Where the answer is an option letter, only that uppercase letter alone counts (what a
             strict exact-match harness accepts); False also takes ``b``, ``(B)`` and ``B.``. No effect on
             answers that are not letters.
+        self_reward: A label-free reward for training (`tasks.MajorityVote`, `tasks.CoReward`,
+            `tasks.RegionConsistency`): the G completions of an example are rewarded by agreeing with each
+            other, the answer is only read to log the true ``accuracy`` beside it. None rewards against the
+            answer. Held-out examples are always scored against their answers.
     """
 
     name: ClassVar[str]
@@ -173,7 +194,8 @@ class Task(ABC):
     levels: ClassVar[dict[str, dict]]
 
     def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
-                 repetition_penalty: float = 0.0, strict_letters: bool = False):
+                 repetition_penalty: float = 0.0, strict_letters: bool = False,
+                 self_reward: SelfReward | None = None):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
@@ -185,6 +207,9 @@ class Task(ABC):
         self.format_weight = format_weight
         self.repetition_penalty = repetition_penalty
         self.strict_letters = strict_letters
+        self.self_reward = self_reward
+        if self_reward is not None:
+            self_reward.check(self)
 
     @classmethod
     def level_arguments(cls, level: str, **common) -> dict:
@@ -212,6 +237,24 @@ class Task(ABC):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         """Score a non-empty extracted answer: one value in [0, 1] per name in ``parts``, or None when the
         answer is not a valid answer of this task at all (it then earns no format reward either)."""
+
+    def make_examples(self, item: Any, rng: random.Random) -> list[Example]:
+        """The examples one item makes, trained on in the same batch: `make_example`'s, plus the rewrite a
+        pairing ``self_reward`` asks for (`tasks.CoReward`)."""
+        if self.self_reward is None:
+            return [self.make_example(item, rng)]
+        return self.self_reward.examples(self, item, rng)
+
+    def verify_group(self, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
+        """Rewards of the completions of each example (``completions[b]`` are example ``b``'s G samples):
+        `verify` for each, or the ``self_reward``, which compares them with each other. Never raises for a
+        completion (`verify` does not)."""
+        if len(examples) != len(completions):
+            raise ValueError(f"{len(examples)} examples but {len(completions)} groups of completions")
+        if self.self_reward is not None:
+            return self.self_reward.rewards(self, examples, completions)
+        pairs = zip(examples, completions, strict=True)
+        return [[self.verify(example, text) for text in group] for example, group in pairs]
 
     def render_answer(self, example: Example) -> str:
         """The completion a perfect policy writes."""

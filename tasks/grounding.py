@@ -126,11 +126,20 @@ class BoxTask(IoUTask):
         return "[" + ", ".join(str(v) for v in example.answer) + "]"
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        box = parse_box(answer)
+        box = self.region(example, answer)
+        return None if box is None else self.graded(box_iou(box, example.answer))
+
+    def region(self, example: Example, answer: str | None) -> list[float] | None:
+        """The answered box, or None for an invalid answer or a box leaving the image (what
+        `tasks.RegionConsistency` votes with)."""
+        box = parse_box(answer or "")
+        width, height = self.bounds(example)
+        return None if box is None or box[2] > width or box[3] > height else box
+
+    def bounds(self, example: Example) -> tuple[int, int]:
+        """``(width, height)`` of the space answers live in (the shown image, or 1000 x 1000 normalised)."""
         width, height = example.meta["bounds"]
-        if box is None or box[2] > width or box[3] > height:
-            return None
-        return self.graded(box_iou(box, example.answer))
+        return int(width), int(height)
 
 
 class ReferringGrounding(BoxTask):

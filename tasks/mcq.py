@@ -7,7 +7,7 @@ anything that is not one of the options is invalid and earns neither accuracy no
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from PIL import Image
@@ -29,6 +29,8 @@ class Question:
         media: PIL images, `tasks.Video` clips and `tasks.Audio` recordings, shown in this order before the
             question.
         name: Where it came from (a file and row), for logs.
+        rewrite: An analogical rewording of ``question`` with the same answer, for `tasks.CoReward`
+            (``rewrite: item``); empty when the source gives none.
     """
 
     question: str
@@ -36,6 +38,11 @@ class Question:
     answer: str
     media: list[Any] = field(default_factory=list)
     name: str = ""
+    rewrite: str = ""
+
+    def rewritten(self) -> Question | None:
+        """The same question in its rewording (same options, answer and media), or None without one."""
+        return replace(self, question=self.rewrite, rewrite="") if self.rewrite.strip() else None
 
 
 def media_part(item: Any) -> dict:

@@ -7,7 +7,7 @@ import pytest
 from zoo.cli import ZooCLI, cli
 
 CONFIGS = sorted(str(p) for p in Path(__file__).parents[1].glob("configs/**/*.yaml")
-                 if p.parent.name in ("configs", "papers", "eval", "sft"))
+                 if p.parent.name in ("configs", "papers", "eval", "sft", "hybrid"))
 
 
 class ParseOnly(ZooCLI):

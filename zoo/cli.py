@@ -5,7 +5,8 @@
 ``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
 ``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
 ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
-``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights).
+``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights);
+``zoo select --config <yaml>`` (keep the items a base policy's pass rate varies on).
 """
 
 from __future__ import annotations
@@ -183,6 +184,13 @@ def chain_main(args: list[str]) -> None:
     chain(args)
 
 
+def select_main(args: list[str]) -> None:
+    """``zoo select``: keep the items a base policy neither always nor never solves (see `zoo.tools.select`)."""
+    from zoo.tools.select import main as select
+
+    select(args)
+
+
 def repro_main(args: list[str]) -> None:
     """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.tools.repro`)."""
     from zoo.tools.repro import main as repro
@@ -191,7 +199,8 @@ def repro_main(args: list[str]) -> None:
 
 
 COMMANDS = {"export": export_main, "list": list_main, "speed": speed_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main}
+            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main,
+            "select": select_main}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -31,6 +31,8 @@ class MCQBenchmark(Benchmark):
         answer_as: How ``answer`` names the right option: ``"letter"`` (``A``, ``(A)``: CV-Bench, MMBench),
             ``"text"`` (the option itself: MMAU) or ``"index"`` (0-based).
         hint: Column of context shown before the question as ``Hint: ...`` when not empty (MMBench).
+        rewrite: Column of an analogical rewording of the question with the same answer (`tasks.CoReward`
+            with ``rewrite: item``); None or an empty cell gives none.
         image: Column of the image(s): HF ``Image`` structs, bytes, paths, or base64 strings (``image_strings``).
         video: Column of video paths.
         audio: Column of HF ``Audio`` structs, bytes or paths (MMAU: ``audio_id``).
@@ -48,7 +50,8 @@ class MCQBenchmark(Benchmark):
 
     def __init__(self, path: str, question: str = "question", choices: str | list[str] = "choices",
                  answer: str = "answer", answer_as: Literal["letter", "text", "index"] = "text",
-                 hint: str | None = None, image: str | None = None, video: str | None = None,
+                 hint: str | None = None, rewrite: str | None = None,
+                 image: str | None = None, video: str | None = None,
                  audio: str | None = None, image_strings: Literal["path", "base64"] = "path",
                  sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
                  num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
@@ -61,7 +64,7 @@ class MCQBenchmark(Benchmark):
                                    trim=0.0)
         check_sampling(**self.video_sampling)
         self.columns = dict(question=question, choices=choices, answer=answer, hint=hint, image=image, video=video,
-                            audio=audio)
+                            audio=audio, rewrite=rewrite)
         self.answer_as, self.image_strings = answer_as, image_strings
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         super().__init__(path, **kwargs)
@@ -84,7 +87,10 @@ class MCQBenchmark(Benchmark):
         if columns["audio"]:
             refs = self.media(row, columns["audio"])
             media += [("audio", _checked_audio(ref)) for ref in refs]
-        return [{"name": name, "question": question, "choices": choices, "answer": truth, "media": media}]
+        rewrite = row.get(columns["rewrite"]) if columns["rewrite"] else None
+        rewrite = "" if tables.blank(rewrite) else str(rewrite)
+        return [{"name": name, "question": question, "choices": choices, "answer": truth, "media": media,
+                 "rewrite": rewrite}]
 
     def _choices(self, row: dict) -> list[str]:
         spec = self.columns["choices"]
@@ -114,7 +120,8 @@ class MCQBenchmark(Benchmark):
     def __getitem__(self, index: int) -> Question:
         record = self.records[index]
         media = [self._decode(kind, ref, record["name"]) for kind, ref in record["media"]]
-        return Question(record["question"], list(record["choices"]), record["answer"], media, record["name"])
+        return Question(record["question"], list(record["choices"]), record["answer"], media, record["name"],
+                        record["rewrite"])
 
     def _decode(self, kind: str, ref, name: str):
         if kind == "image":

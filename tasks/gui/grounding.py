@@ -68,14 +68,25 @@ class GUIGrounding(Task):
         return f"({x}, {y})"
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        match = _POINT.fullmatch(answer.strip())
+        point = self.region(example, answer)
+        if point is None:
+            return None
+        return {"accuracy": float(Node(tuple(example.meta["box"])).contains(point[0], point[1]))}
+
+    def region(self, example: Example, answer: str | None) -> list[float] | None:
+        """The clicked point as a region ``[x, y, x, y]``, or None for an invalid answer or a point off the
+        screen (what `tasks.RegionConsistency` votes with)."""
+        match = _POINT.fullmatch((answer or "").strip())
         if not match:
             return None
         x, y = float(match[1]), float(match[2])
+        width, height = self.bounds(example)
+        return None if x > width or y > height else [x, y, x, y]
+
+    def bounds(self, example: Example) -> tuple[int, int]:
+        """``(width, height)`` of the space answers live in: the screenshot's pixels."""
         width, height = example.meta["screen"]
-        if x > width or y > height:
-            return None
-        return {"accuracy": float(Node(tuple(example.meta["box"])).contains(x, y))}
+        return int(width), int(height)
 
 
 def _sides(node: Node) -> tuple[int, int]:

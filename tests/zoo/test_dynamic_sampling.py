@@ -87,3 +87,10 @@ def test_a_data_module_without_refill_is_a_clear_error(monkeypatch):
 def test_negative_refill_rounds_are_refused():
     with pytest.raises(ValueError, match="refill_rounds"):
         GRPOStrategy(refill_rounds=-1)
+
+
+def test_a_hybrid_with_refill_rounds_is_refused():
+    from zoo.hybrid import SRFT
+
+    with pytest.raises(ValueError, match="refill_rounds .* cannot be combined with a guidance"):
+        GRPOStrategy(refill_rounds=2, guidance=SRFT())

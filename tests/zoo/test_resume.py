@@ -3,6 +3,7 @@ optimizer state all restored), with dynamic sampling's refill rounds too."""
 
 from functools import partial
 
+import pytest
 import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -56,12 +57,14 @@ def run(max_steps: int, ckpt_path=None, save_every=None, save_dir=None, refills:
     return record.steps, {n: p.detach().clone() for n, p in policy.named_parameters()}
 
 
-def test_resume_mid_epoch_equals_continuous(tmp_path):
-    """A run interrupted after step 3 (checkpoint written during training, mid-epoch) and resumed."""
-    straight, final = run(6, save_every=3, save_dir=tmp_path)
-    (ckpt,) = tmp_path.glob("*step=3.ckpt")
+@pytest.mark.parametrize("stop", [3, 4], ids=["mid-epoch", "epoch-end"])
+def test_resume_equals_continuous(tmp_path, stop):
+    """A run interrupted after step ``stop`` (checkpoint written during training: mid-epoch, or at the last
+    batch of an epoch, which Lightning restores as the end of that epoch) and resumed."""
+    straight, final = run(6, save_every=stop, save_dir=tmp_path)
+    (ckpt,) = tmp_path.glob(f"*step={stop}.ckpt")
     second, resumed = run(6, ckpt_path=ckpt)
-    assert second == straight[3:]
+    assert second == straight[stop:]
     assert len({uid for _, uids, *_ in straight for uid in uids}) == 24  # no example seen twice
     for name, value in final.items():
         torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)

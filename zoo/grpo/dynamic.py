@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -51,13 +52,17 @@ class SamplingMixin:
 
     def _score(self, examples: list) -> Drawn:
         start = time.perf_counter()
-        rollout = self.lightning_module.sample(examples, self.num_generations, max_new_tokens=self.max_new_tokens,
-                                               temperature=self.temperature, top_p=self.top_p,
-                                               seed=self._sampling_seed())
+        rollout = self.lightning_module.sample(examples, self.guidance.sampled(self.num_generations),
+                                               max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                               top_p=self.top_p, seed=self._sampling_seed())
         sampled = time.perf_counter()
         rewards = self._verify(rollout)
-        totals = torch.tensor([r.total for r in rewards]).view(len(examples), -1)  # [B, G]
-        return Drawn(rollout, rewards, totals, sample_s=sampled - start, score_s=time.perf_counter() - sampled)
+        return Drawn(rollout, rewards, _totals(rewards, len(examples)), sample_s=sampled - start)
+
+    def _guided(self, drawn: Drawn, means) -> Drawn:
+        """The batch's rollout as the guidance (a hybrid, `zoo.grpo.guidance`) extends it: G rows a prompt."""
+        rollout, rewards = self.guidance.extend(self, drawn.rollout, drawn.rewards, means)
+        return replace(drawn, rollout=rollout, rewards=rewards, totals=_totals(rewards, len(rollout.examples)))
 
     def _sampling_seed(self) -> int:
         """Seed of this step's sampling noise: the run's seed (`seed_everything`) and the global step, so
@@ -98,6 +103,10 @@ class SamplingMixin:
         """Which groups of every rank have unequal rewards, ``[W, B]`` bool."""
         mine = (~F.zero_std_groups(drawn.totals)).long().to(self.root_device)  # [B]
         return self.all_gather(mine).reshape(self.world_size, -1).cpu().bool()
+
+
+def _totals(rewards: list, prompts: int) -> Tensor:
+    return torch.tensor([r.total for r in rewards]).view(prompts, -1)  # [B, G]
 
 
 def _refill_examples(datamodule, key: int, round: int) -> list:

@@ -120,7 +120,12 @@ class EvaluationMixin:
         return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
 
     def _verify(self, rollout: Rollout) -> list:
+        """One reward per row: ``verify_group`` of each prompt's G completions (self-rewards), else ``verify``."""
         datamodule = self.lightning_module.trainer.datamodule
+        if hasattr(datamodule, "verify_group"):
+            g = rollout.num_generations
+            groups = [rollout.completions[b * g:(b + 1) * g] for b in range(len(rollout.examples))]
+            return [reward for group in datamodule.verify_group(rollout.examples, groups) for reward in group]
         if not hasattr(datamodule, "verify"):
             raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
                                "datamodules.PretextDataModule")

@@ -19,6 +19,7 @@ from torch import Tensor
 from zoo.grpo import functional as F
 from zoo.grpo.dynamic import SamplingMixin
 from zoo.grpo.evaluation import EvaluationMixin
+from zoo.grpo.guidance import Guidance
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
 from zoo.grpo.window import (
@@ -29,6 +30,7 @@ from zoo.grpo.window import (
     chunk_count,
     last_chunk,
     make_part,
+    no_grad_log_probs,
     plan_micro_batches,
     window_advantages,
 )
@@ -76,6 +78,8 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             added per token and aggregated like the policy loss, so each loss type's normaliser divides it
             too (for ``dr_grpo`` it is the entropy sum over rows * ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
+        guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY`` (a
+            demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy collapses).
         eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and the
             validations during ``fit``); each is one row of the predictions file.
         eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0 samples
@@ -110,6 +114,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         micro_batch_size: int | None = None,
         entropy_coef: float = 0.0,
         max_grad_norm: float | None = 1.0,
+        guidance: Guidance | None = None,
         eval_num_generations: int = 1,
         eval_temperature: float = 0.0,
         eval_top_p: float = 1.0,
@@ -133,6 +138,8 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
                "samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
         _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
         _check(refill_rounds >= 0, f"refill_rounds must be >= 0, got {refill_rounds}")
+        _check(not (refill_rounds and guidance), "refill_rounds (dynamic sampling) cannot be combined with a "
+               "guidance (zoo.hybrid) yet: a hybrid's rows would join the batch's own groups but not its refills")
         self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
         self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
         self.epsilon, self.epsilon_high = epsilon, epsilon_high
@@ -145,6 +152,8 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         self.accumulate_grad_batches = 1
         self._window: list[list[Drawn]] = []  # scored batches (with refill rounds) of the accumulation window
         self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
+        self.guidance = guidance or Guidance()
+        self.guidance.attach(self)
 
     def connect(self, model) -> None:
         """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
@@ -163,19 +172,21 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
+        if (supervised := self.guidance.step(self, batch, batch_idx)) is not None:
+            return supervised
         means, start = Means(), time.perf_counter()
         drawn = self._draw(batch, means)  # the batch's rollout, then its refill rounds (dynamic sampling)
         rollout, rewards = drawn[0].rollout, drawn[0].rewards
         means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
+        tokens = sum(d.tokens for d in drawn)
+        self._window.append([self._guided(drawn[0], means), *drawn[1:]])  # a hybrid's rows added
         scored = time.perf_counter()
-        self._window.append(drawn)
         out = {"rollout": rollout, "rewards": rewards}
         if self._steps_now(batch_idx):  # the window is complete: train on all its batches
             window, self._window = self._window, []
             out["loss"] = self._update(window, means)
-        done = time.perf_counter()
-        tokens = sum(d.tokens for d in drawn)
-        for name, value in (("sample_s", sum(d.sample_s for d in drawn)), ("score_s", sum(d.score_s for d in drawn)),
+        done, sample_s = time.perf_counter(), sum(d.sample_s for d in drawn)
+        for name, value in (("sample_s", sample_s), ("score_s", scored - start - sample_s),
                             ("train_s", done - scored), ("tokens_per_s", tokens / (done - start))):
             means.add(f"perf/{name}", value)
         return out | {"metrics": means.result()}
@@ -224,9 +235,10 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             part.plan = plan_micro_batches(part.rows, self.micro_batch_size, int(count))
             part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
             if self.num_iterations > 1:
-                part.old = self._no_grad_log_probs(part.rollout, part.plan, reference=False)
+                part.old = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=False)
             if self.beta > 0:
-                part.ref = self._no_grad_log_probs(part.rollout, part.plan, reference=True)
+                part.ref = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=True)
+        self.guidance.prepare(self, parts)
         return parts
 
     def _advantages(self, drawn: list[Drawn]) -> list[Tensor]:
@@ -247,19 +259,6 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             return nullcontext()
         return self.block_backward_sync()
 
-    @torch.no_grad()
-    def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
-        module, out = self.lightning_module, None
-        for chunk, _ in plan:
-            if reference:
-                logps = module.reference_log_probs(rollout, chunk)
-            else:
-                logps = module.token_log_probs(rollout, chunk)[0]
-            if out is None:  # [N, L] in the log-probs' own dtype
-                out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
-            out[chunk] = logps
-        return out
-
     def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
         """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
         logps, entropy = out["logps"], out["entropy"]  # [n, L]
@@ -267,6 +266,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         old_logps = logps.detach() if part.old is None else part.old[rows]
         per_token, clipped = F.per_token_loss(logps, old_logps, part.advantages[rows], m, self.loss_type,
                                               self.epsilon, self.epsilon_high)
+        per_token, extra = self.guidance.adjust(self, part, rows, out, per_token, means)
         if part.ref is not None:
             kl = F.kl_penalty(logps, part.ref[rows], self.kl_estimator)
             if self.kl_bias_correction:  # importance weight of the samples, which came from pi_old
@@ -280,7 +280,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             means.add("train/grpo/clip_frac", float(clipped.sum()) / tokens, tokens)
             if part.ref is not None:
                 means.add("train/grpo/kl", float((kl.detach() * m).sum()) / tokens, tokens)
-        return F.aggregate(per_token, m, self.loss_type, part.divisor)
+        return F.aggregate(per_token, m, self.loss_type, part.divisor) + extra
 
     def _beta(self) -> float:
         trainer = self.lightning_module.trainer

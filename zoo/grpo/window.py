@@ -27,7 +27,6 @@ class Drawn:
         totals: Their totals ``[B, G]``.
         keep: Groups that belong to the training batch ``[B]`` bool; None: all of them.
         sample_s: Seconds spent sampling.
-        score_s: Seconds spent verifying.
     """
 
     rollout: Rollout
@@ -35,7 +34,6 @@ class Drawn:
     totals: Tensor
     keep: Tensor | None = None
     sample_s: float = 0.0
-    score_s: float = 0.0
 
     @property
     def members(self) -> Tensor:
@@ -121,6 +119,19 @@ def batch_divisors(loss_type: str, counts: Tensor, sizes: list[int], max_new_tok
     per_batch = torch.stack([c.sum(dim=0) for c in torch.split(counts, sizes)])  # [k, 2]
     divisors = F.window_normalisers(loss_type, per_batch, max_new_tokens)
     return [divisor for divisor, size in zip(divisors, sizes, strict=True) for _ in range(size)]
+
+
+@torch.no_grad()
+def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
+    """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of ``num_iterations > 1``)
+    or its frozen reference (``reference``), in the log-probs' own dtype; rows outside the plan are 0."""
+    out = None
+    for chunk, _ in plan:
+        logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
+        if out is None:
+            out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
+        out[chunk] = logps
+    return out
 
 
 def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[tuple[Tensor, float]]:

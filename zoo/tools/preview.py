@@ -269,12 +269,9 @@ def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
     return out
 
 
-def build_data(args: list[str]):
-    """The data module of a ``zoo fit`` configuration (``--config`` files and dotted overrides): the whole
-    configuration is parsed and checked, only its ``data`` section is instantiated."""
-    from jsonargparse import ArgumentParser
-    from lightning import LightningDataModule
-
+def parse_config(args: list[str]):
+    """A ``zoo fit`` configuration (``--config`` files and dotted overrides), parsed and checked; nothing is
+    built (no logger either, so its package need not be installed)."""
     from zoo.cli import ZooCLI, cli
 
     class ParseOnly(ZooCLI):
@@ -286,16 +283,30 @@ def build_data(args: list[str]):
 
     with warnings.catch_warnings():  # `zoo preview ...` is in sys.argv too, on purpose
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        config = cli(args, run=False, cli_class=ParseOnly).config
+        return cli(args, run=False, cli_class=ParseOnly).config
+
+
+def build_section(config, name: str, base: type, command: str = "preview"):
+    """The ``name`` section (``data``, ``model``) of a parsed configuration, instantiated as a ``base``."""
+    from jsonargparse import ArgumentParser
+
     parser = ArgumentParser()
-    parser.add_subclass_arguments(LightningDataModule, "data", required=True)
+    parser.add_subclass_arguments(base, name, required=True)
     try:
-        return parser.instantiate(parser.parse_object({"data": config.data})).data
+        return getattr(parser.instantiate(parser.parse_object({name: config[name]})), name)
     except Exception as err:  # jsonargparse wraps the error of a source or task in pages of its own frames
         cause = err
         while cause.__cause__ is not None:
             cause = cause.__cause__
-        raise SystemExit(f"[zoo] preview: cannot build the data section: {type(cause).__name__}: {cause}") from err
+        raise SystemExit(f"[zoo] {command}: cannot build the {name} section: {type(cause).__name__}: {cause}") from err
+
+
+def build_data(args: list[str]):
+    """The data module of a ``zoo fit`` configuration: the whole configuration is parsed and checked, only its
+    ``data`` section is instantiated."""
+    from lightning import LightningDataModule
+
+    return build_section(parse_config(args), "data", LightningDataModule)
 
 
 def main(args: list[str]) -> None:
