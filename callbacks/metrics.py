@@ -44,6 +44,7 @@ class GRPOMetrics(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         metrics = dict((outputs or {}).get("metrics", {})) | _skips(trainer.datamodule)
+        _forget_step_values(trainer, pl_module, keep=metrics)
         for name, value in metrics.items():
             pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
                           batch_size=len(batch))
@@ -140,3 +141,13 @@ def evaluated_at(trainer) -> str:
     if trainer.state.fn == "fit":
         return f"step {trainer.global_step}"
     return f"checkpoint {trainer.ckpt_path}" if trainer.ckpt_path else "start"
+
+
+def _forget_step_values(trainer, pl_module, keep: dict) -> None:
+    """Drop this hook's step metrics that the current step does not measure. Lightning logs a step metric's
+    last value again at every later step of the epoch, so a task absent from a batch, or a loss measured only
+    at the end of an accumulation window, would show stale numbers as if measured now."""
+    for result in trainer._results.values():  # Lightning's ResultCollection: there is no public way to forget
+        meta = result.meta
+        if meta.fx == pl_module._current_fx_name and meta.on_step and not meta.on_epoch and meta.name not in keep:
+            result.reset()

@@ -45,8 +45,9 @@ def test_entropulse_switches_to_sft_and_back(tmp_path, monkeypatch):
     rl, sft, again = rows
     assert rl["train/entropulse/buffer"] == 8  # every example's completions count as successes at success 0
     assert sft["train/entropulse/phases"] == 1 and sft["train/entropulse/sft_loss"] > 0
-    # the SFT step samples nothing (the buffer waits for the next RL step's 8 examples) and, unlike GRPO steps
-    # whose rewards are all 0, has a gradient; its row's RL columns repeat the last RL step's values (Lightning)
+    # the SFT step samples nothing (the buffer waits for the next RL step's 8 examples), so its row holds no
+    # reward, and, unlike GRPO steps whose rewards are all 0, it has a gradient
+    assert "train/reward" not in sft and "train/reward" in again
     assert sft["train/entropulse/buffer"] == 8 and again["train/entropulse/buffer"] == 16
     assert rl["train/grpo/grad_norm"] == 0.0 and sft["train/grpo/grad_norm"] > 0.0
 

@@ -132,9 +132,8 @@ class Entropulse(Guidance):
     replacement), one successful completion of each at random, and trains their token-mean NLL (teacher forcing,
     as `zoo.sft.SFTStrategy` does); the batch the data module gives is not used. Then RL resumes and the window
     starts over. A collapse waits while some rank holds no success. Logged: ``train/entropulse/{sft,phases,
-    buffer,sft_loss}``; in an SFT step's row the RL metrics repeat the last RL step's values (Lightning keeps a
-    metric's last value), so filter rows on ``train/entropulse/sft``. The buffer and the phase are not
-    checkpointed: a resumed run starts in RL with an empty buffer. Not combinable with ``accumulate_grad_batches``
+    buffer,sft_loss}``; an SFT step's row holds no RL metrics (no sampling, no reward). The buffer and the phase
+    are not checkpointed: a resumed run starts in RL with an empty buffer. Not combinable with ``accumulate_grad_batches``
     (an SFT phase starts at any batch).
 
     Args:
