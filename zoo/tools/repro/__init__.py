@@ -8,7 +8,7 @@ import importlib
 import sys
 
 CLAIMS = ("graded_reward", "grid_transfer", "kl_penalty", "pretext_transfer", "base_graded", "base_grid",
-          "cold_start")
+          "cold_start", "dynamic_sampling")
 
 
 def main(argv: list[str]) -> dict:
