@@ -18,6 +18,7 @@ import torch
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 
+from datamodules.refill import RefillStream
 from datamodules.sources.base import Source
 from datamodules.streams import (
     STAGE_KEY,
@@ -193,7 +194,7 @@ class PretextDataModule(LightningDataModule):
             raise ValueError(f"need at most {len(self._mixes) - 1} non-decreasing starts >= 0, got {starts}")
         self._starts = list(starts)
         for stream in self._streams.values():
-            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream == "train" else []
+            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream in ("train", "refill") else []
 
     @property
     def training_items(self) -> dict[str, int]:
@@ -233,6 +234,20 @@ class PretextDataModule(LightningDataModule):
         world = self._placement()[2]
         return epoch * self.epoch_size + batch * self.batch_size * world
 
+    def refill(self, key: int, round: int) -> list[Example]:
+        """This rank's prompts of refill round ``round`` (1, 2, ...) of training batch ``key``, for dynamic
+        sampling (`zoo.grpo.GRPOMixin` ``refill_rounds``): ``batch_size`` examples, this rank's slice of a
+        global round of ``batch_size`` x world size, from a stream of their own (`datamodules.refill.RefillStream`:
+        training items, tasks of the current curriculum stage). Each is a pure function of ``(seed, key, round,
+        position in the round)``; the training batches and epochs are the same with or without refills."""
+        stream = self._stream("refill")
+        epoch, stream.rank, stream.world = self._placement()
+        stream.epoch, stream.start = key, round - 1
+        stream.position = self.position(epoch or 0, self._batches_done())
+        batch = next(iter(stream))  # built here, in the main process
+        stream.note_skips(batch.skips)
+        return list(batch)
+
     def train_dataloader(self) -> DataLoader:
         return ResumableLoader(self._stream("train"), self._placement, self._batches_done,
                                 num_workers=self.num_workers)
@@ -256,11 +271,14 @@ class PretextDataModule(LightningDataModule):
     def _stream(self, split: str) -> ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
-            common = dict(feeds=self._feeds[split], mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
+            feeds = self._feeds["val" if split == "val" else "train"]
+            common = dict(feeds=feeds, mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
                 stream = TrainStream(epoch_size=self.epoch_size, **common)
                 if self._item_weights is not None:
                     stream.set_item_weights(*self._item_weights)
+            elif split == "refill":
+                stream = RefillStream(**common)
             else:
                 stream = HeldOutStream(**common) if split == "val" else TestStream(**common)
             self._streams[split] = stream

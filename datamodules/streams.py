@@ -247,10 +247,14 @@ class TrainStream(ExampleStream):
                 self._orders.clear()
             # one source keeps the historical seed string, so single-source runs are unchanged
             name = "" if len(self.feeds) == 1 else f"{modality}:"
-            seed = random.Random(f"{self.seed}:order:{name}{self.epoch}:{lap}").getrandbits(64)
+            seed = random.Random(self.order_seed(name, lap)).getrandbits(64)
             order = np.random.default_rng(seed).permutation(len(items))
             self._orders[modality, self.epoch, lap] = order
         return items[int(order[offset])]
+
+    def order_seed(self, name: str, lap: int) -> str:
+        """Seed string of the item permutation of ``lap`` of this epoch (``name``: the modality, or empty)."""
+        return f"{self.seed}:order:{name}{self.epoch}:{lap}"
 
     def set_item_weights(self, epoch: int, weights: dict[str, np.ndarray]) -> None:
         """Draw the items of ``epoch`` by ``weights`` (one per training item of each named modality)."""

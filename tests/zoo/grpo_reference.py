@@ -12,6 +12,9 @@ tokenised by stand-ins of `zoo.sft.demonstrations` (`table_demonstration_ids`, `
 
 Run as a script under 2 processes (``RANK`` and friends set, as torchrun sets them) it trains the cases of
 `RANK_CASES` with `zoo.grpo.GRPODDPStrategy` (gloo) and saves rank 0's gradients to ``argv[1]``.
+
+Dynamic sampling (``refill_rounds``) refills from `REFILL`: the global refill round ``k`` of batch key 0 is
+`REFILL_ROUNDS` ``[k - 1]``, every other key draws only prompts with equal rewards.
 """
 
 from __future__ import annotations
@@ -40,6 +43,18 @@ LR = 10.0  # large, so that a second iteration sees ratios well away from 1 (and
 #: prompts per rank, rank 0 keeps no group in step 0 (prompts 0, 2) and rank 1 none in step 1 (5, 7).
 REWARDS = [[0, 0, 0, 0], [1, 0, 0.5, 0], [1, 1, 1, 1], [0, 1, 1, 0.25],
            [0.5, 0, 1, 1], [0, 0, 0, 0], [1, 0.25, 0, 0], [0.5, 0.5, 0.5, 0.5]]
+#: rewards of the refill prompts (indices 8-15); 8, 10, 13, 14 and 15 have equal rewards
+REFILL_REWARDS = [[1, 1, 1, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0.5, 1, 0, 1],
+                  [0, 0.25, 1, 0], [1, 1, 1, 1], [0.25, 0.25, 0.25, 0.25], [0, 0, 0, 0]]
+#: refill rounds of batch key 0 (4 prompts each, split over ranks like a batch): round 1 has one group with
+#: unequal rewards (9, on rank 1 of 2), round 2 two (11, 12, on rank 0): with step 0's batch (groups 1 and 3,
+#: both on rank 1) round 2 fills the batch and 12 is left over. A rank that kept its own first B would keep
+#: 11 and 12 on rank 0 and leave 9 on rank 1.
+REFILL_ROUNDS = [[8, 10, 9, 13], [11, 12, 14, 15]]
+EQUAL_ROUND = [8, 10, 13, 14]
+#: the groups the two steps of a global batch of 4 train on, by refill_rounds: step 0 holds 1 and 3, round 1
+#: adds 9, round 2 adds 11 (12 is one too many); step 1 holds 4 and 6 and every refill of it has equal rewards
+KEPT = {1: [[1, 3, 9], [4, 6]], 2: [[1, 3, 9, 11], [4, 6]], 3: [[1, 3, 9, 11], [4, 6]]}
 DEFAULTS = dict(num_generations=4, temperature=1.0, top_p=1.0, max_new_tokens=4, loss_type="grpo",
                 scale_rewards="group", epsilon=0.2, epsilon_high=None, beta=0.0, kl_estimator="k3",
                 beta_schedule="constant", kl_bias_correction=False, num_iterations=1, mask_truncated=False,
@@ -47,10 +62,11 @@ DEFAULTS = dict(num_generations=4, temperature=1.0, top_p=1.0, max_new_tokens=4,
 
 
 def make_examples() -> list[Example]:
-    """8 prompts; sample g of prompt i has random tokens and its first EOS at a random place (or none)."""
+    """16 prompts (8 of the batches, then 8 refill ones); sample g of prompt i has random tokens and its first
+    EOS at a random place (or none)."""
     rng = torch.Generator().manual_seed(7)
     examples = []
-    for i, rewards in enumerate(REWARDS):
+    for i, rewards in enumerate(REWARDS + REFILL_REWARDS):
         tokens = torch.randint(1, V, (G_MAX, L_MAX), generator=rng).tolist()
         eos = [int(e) if e < L_MAX else None for e in torch.randint(0, L_MAX + 2, (G_MAX,), generator=rng)]
         examples.append(Example(messages=[], answer=None, task="fixed", uid=f"p{i}",
@@ -58,7 +74,8 @@ def make_examples() -> list[Example]:
     return examples
 
 
-EXAMPLES = make_examples()
+ALL_EXAMPLES = make_examples()
+EXAMPLES, REFILL = ALL_EXAMPLES[:len(REWARDS)], ALL_EXAMPLES[len(REWARDS):]
 #: Each prompt's demonstration: its tokens (EOS placed) and its reward. Prompts 2 and 7 keep groups of equal
 #: rewards with the demonstration in them (with G - 1 = 3 samples).
 EXPERT_REWARDS = [1, 1, 1, 1, 0.5, 1, 1, 0.5]
@@ -117,10 +134,14 @@ def table_teacher_forced(policy, examples, replies, max_tokens=None):
 
 
 def initial_theta() -> tuple[torch.Tensor, torch.Tensor]:
-    """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX, V]``."""
-    rng = torch.Generator().manual_seed(3)
-    theta = torch.randn(len(EXAMPLES) * G_MAX, L_MAX, V, generator=rng, dtype=torch.float64)
-    return theta, theta + 0.5 * torch.randn(theta.shape, generator=rng, dtype=torch.float64)
+    """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX, V]``; the
+    refill prompts' rows come after the others, from a generator of their own."""
+    blocks = []
+    for seed, prompts in ((3, EXAMPLES), (4, REFILL)):
+        rng = torch.Generator().manual_seed(seed)
+        theta = torch.randn(len(prompts) * G_MAX, L_MAX, V, generator=rng, dtype=torch.float64)
+        blocks.append((theta, theta + 0.5 * torch.randn(theta.shape, generator=rng, dtype=torch.float64)))
+    return torch.cat([blocks[0][0], blocks[1][0]]), torch.cat([blocks[0][1], blocks[1][1]])
 
 
 def completion(example: Example, g: int, max_new_tokens: int) -> list[int]:
@@ -199,6 +220,7 @@ class FixedRewards(LightningDataModule):
     def __init__(self, batch_size: int):
         super().__init__()
         self.batch_size = batch_size
+        self.refills: list[tuple[int, int]] = []  # (key, round) of every refill asked for
 
     def train_dataloader(self):
         sampler = DistributedSampler(EXAMPLES, shuffle=False) if self.trainer.world_size > 1 else None
@@ -211,6 +233,13 @@ class FixedRewards(LightningDataModule):
             reward = float(example.meta["rewards"][int(text)])
         return Reward(total=reward, parts={"accuracy": reward})
 
+    def refill(self, key: int, round: int) -> list[Example]:
+        """This rank's slice of refill round ``round`` of batch ``key`` (see the module docstring)."""
+        self.refills.append((key, round))
+        prompts = REFILL_ROUNDS[round - 1] if key == 0 and round <= len(REFILL_ROUNDS) else EQUAL_ROUND
+        start = self.trainer.global_rank * self.batch_size  # the global round is the first B * W prompts
+        return [REFILL[i - len(EXAMPLES)] for i in prompts[start:start + self.batch_size]]
+
     def demonstration(self, example):
         return "expert"
 
@@ -220,6 +249,7 @@ class Run:
     grads: list
     metrics: dict
     policy: TablePolicy = field(repr=False)
+    data: FixedRewards = field(repr=False)
 
 
 def train(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1, lr: float = LR,
@@ -241,9 +271,10 @@ def _fit(policy, strategy, steps, batch_size, accumulate, distributed, metrics) 
                       enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)] if metrics else [],
                       limit_val_batches=0, num_sanity_val_steps=0, accumulate_grad_batches=accumulate,
                       log_every_n_steps=1, use_distributed_sampler=False)
-    trainer.fit(policy, FixedRewards(batch_size))
+    data = FixedRewards(batch_size)
+    trainer.fit(policy, data)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    return Run(policy.recorder.grads, metrics, policy)
+    return Run(policy.recorder.grads, metrics, policy, data)
 
 
 # ---- GRPO again, from the formulas -------------------------------------------------------------------
@@ -387,13 +418,16 @@ def beta_at(s: dict, step: int, steps: int) -> float:
                         "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[s["beta_schedule"]]
 
 
-def reference(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1,
-              lr: float = LR) -> list[dict]:
+def reference(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1, lr: float = LR,
+              batches: list[list[int]] | None = None) -> list[dict]:
     """Gradient (after clipping), its norm before clipping and the loss of each optimizer step, by SGD over
-    global batches of ``batch_size`` prompts, ``accumulate`` of them per step."""
+    global batches of ``batch_size`` prompts (or the prompt indices ``batches``), ``accumulate`` per step."""
     s = DEFAULTS | settings
     theta = initial_theta()[0]
-    batches = [EXAMPLES[i:i + batch_size] for i in range(0, len(EXAMPLES), batch_size)]
+    if batches is None:
+        batches = [EXAMPLES[i:i + batch_size] for i in range(0, len(EXAMPLES), batch_size)]
+    else:
+        batches = [[ALL_EXAMPLES[i] for i in batch] for batch in batches]
     steps_done, b, out = 0, 0, []
     while steps_done < steps:
         window = [batches[(b + j) % len(batches)] for j in range(accumulate)]
@@ -419,13 +453,17 @@ RANK_CASES = {f"{loss}-filter={f}": dict(loss_type=loss, filter_zero_variance=f,
 RANK_CASES |= {"batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
                "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True),
                "srft": dict(guidance=("srft", {}), filter_zero_variance=True, micro_batch_size=3, beta=0.2)}
+DYNAMIC_RANK_CASES = {"dynamic-grpo": dict(refill_rounds=2, entropy_coef=0.1, beta=0.2, micro_batch_size=3),
+                      "dynamic-bnpo-batch-std": dict(refill_rounds=2, loss_type="bnpo", scale_rewards="batch",
+                                                     entropy_coef=0.1),
+                      "dynamic-cap-dapo": dict(refill_rounds=1, loss_type="dapo", entropy_coef=0.1)}
 ACCUMULATED_RANK_CASES = {f"accumulate-{loss}": dict(loss_type=loss, filter_zero_variance=True, entropy_coef=0.1)
                           for loss in ("dapo", "grpo", "bnpo")}
 
 
 def rank_main(out: str) -> None:
     results = {}
-    for name, settings in RANK_CASES.items():
+    for name, settings in (RANK_CASES | DYNAMIC_RANK_CASES).items():
         results[name] = train(settings, steps=2, batch_size=2, distributed=True).grads
     for name, settings in ACCUMULATED_RANK_CASES.items():
         results[name] = train(settings, steps=1, batch_size=1, accumulate=2, distributed=True).grads

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from zoo.cli import main as zoo_main
-from zoo.tools.repro import grid_transfer, repro
+from zoo.tools.repro import dynamic_sampling, grid_transfer, repro
 
 SMALL = {"steps": 2, "val_size": 8}
 
@@ -52,6 +52,21 @@ def test_kl_penalty_logs_kl_only_with_beta(capsys):
     assert set(rows) == {"beta 0", "beta 0.04"}
     assert "kl" in rows["beta 0.04"]["train"] and "kl" not in rows["beta 0"]["train"]
     assert rows["beta 0.04"]["beta"] == 0.04 and "final KL" in result["note"]
+
+
+def test_dynamic_sampling_refills_the_first_batch_with_groups_with_unequal_rewards():
+    """Both arms draw the same batches (same seed and data; seed 0's first batch has no group with unequal
+    rewards, so neither arm's weights move before the second): refill keeps the batch's groups with unequal
+    rewards and adds those of its rounds, while plain GRPO trains on the batch's own alone."""
+    result = repro("dynamic_sampling", **SMALL)
+    rows = {r["arm"]: r for r in result["rows"]}
+    plain, refill = rows["plain"], rows["refill 4"]
+    assert (plain["refill_rounds"], refill["refill_rounds"]) == (0, 4) and "dynamic/rounds" not in plain["train"]
+    own = dynamic_sampling.informative(plain, True) * plain["B"]  # groups a step, as refill's kept
+    kept, rounds = refill["train"]["dynamic/groups_kept"][0], refill["train"]["dynamic/rounds"][0]
+    assert kept > own > 0 and rounds > 0 and (kept == refill["B"] or rounds == 4)
+    assert refill["train"]["reward"] == plain["train"]["reward"]  # the batch's own completions, alike
+    assert result["held"] is not None and "training steps/s" in result["note"]
 
 
 def test_cli_names_the_claims(capsys):

@@ -10,7 +10,7 @@ import importlib
 from typing import Literal, get_args
 
 Claim = Literal["graded_reward", "grid_transfer", "kl_penalty", "pretext_transfer", "base_graded", "base_grid",
-                "cold_start"]
+                "cold_start", "dynamic_sampling"]
 CLAIMS = get_args(Claim)
 
 
@@ -24,6 +24,8 @@ def repro(claim: Claim, steps: int | None = None, seeds: list[int] | None = None
             stalls), ``grid_transfer`` (one jigsaw grid size transfers to another), ``kl_penalty`` (no KL term
             vs 0.04). From the perception base: ``pretext_transfer`` (pretext GRPO lifts downstream questions),
             ``base_graded``, ``base_grid``, ``cold_start`` (SFT on demonstrations before GRPO, or GRPO alone).
+            From a random-init model again: ``dynamic_sampling`` (DAPO refill trains on more groups with unequal
+            rewards).
         steps: GRPO steps per arm (None: the claim's full CPU budget, whose numbers docs/reproductions.md reports).
         seeds: Seeds, each a run of every arm (None: ``[0]``; ``[0, 1, 2]`` for the perception-base claims).
         arms: Run only these arms, by name (None: all).

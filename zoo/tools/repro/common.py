@@ -20,7 +20,9 @@ from tasks import Task
 
 MODEL = "tiny:qwen2_5_vl"
 #: Training metrics kept per step (besides every ``train/reward/<task>/<part>``).
-TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy")
+TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy",
+              "train/dynamic/rounds", "train/dynamic/groups_drawn", "train/dynamic/groups_kept",
+              "train/dynamic/cap_hit")
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Arm:
         entropy_coef: Token-entropy bonus.
         prompts: Prompts per step (B); each is sampled G=8 times.
         settings: Extra columns for the JSON rows (what the task and images are).
+        grpo: Further `zoo.grpo.GRPOStrategy` settings (e.g. ``refill_rounds``), also recorded in the row.
     """
 
     name: str
@@ -48,6 +51,7 @@ class Arm:
     entropy_coef: float = 0.0
     prompts: int = 8
     settings: dict = field(default_factory=dict)
+    grpo: dict = field(default_factory=dict)
 
 
 class Recorder(Callback):
@@ -105,21 +109,24 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
                                                                              weight_decay=0.0))
     data = PretextDataModule(arm.source, arm.task, batch_size=arm.prompts, val_size=val_size, seed=seed)
     recorder = Recorder(arm.name)
-    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef)
+    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef,
+                            **arm.grpo)
     trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, callbacks=[recorder],
                       num_sanity_val_steps=0, check_val_every_n_epoch=None, val_check_interval=steps + 1)
     before = evaluate(trainer, policy, recorder, arm, seed, val_size)
+    fit = time.perf_counter()
     if steps:
         trainer.fit(policy, data)
+    fit = time.perf_counter() - fit
     after = evaluate(trainer, policy, recorder, arm, seed, val_size) if steps else before
     train = {}
     for key in sorted({k for s in recorder.steps for k in s}):
         short = key.replace("train/reward/", "").replace("train/grpo/", "").replace("train/", "")
         train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
     return {"arm": arm.name, "seed": seed, "steps": steps, "lr": arm.lr, "beta": arm.beta,
-            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, "train": train,
-            "before": before, "after": after, "wall_s": time.perf_counter() - start,
+            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, **arm.grpo,
+            "train": train, "before": before, "after": after, "fit_s": fit, "wall_s": time.perf_counter() - start,
             "cpu_s": time.process_time() - cpu}
 
 
