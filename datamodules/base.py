@@ -271,7 +271,7 @@ class PretextDataModule(LightningDataModule):
     def _stream(self, split: str) -> ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
-            feeds = self._feeds["val" if split == "val" else "train"]
+            feeds = self._feeds["train" if split == "refill" else split]  # refill draws more training items
             common = dict(feeds=feeds, mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
                 stream = TrainStream(epoch_size=self.epoch_size, **common)
