@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from lightning.pytorch import Callback
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from zoo.grpo.evaluation import TaskMeans
 from zoo.grpo.metrics import gather_objects
@@ -128,6 +128,35 @@ def _skips(datamodule) -> dict[str, float]:
     counts = sum((Counter(c) for c in gather_objects(datamodule.skip_counts)), Counter())
     named = {f"data/skipped/{source}/{kind}": float(n) for (source, kind), n in sorted(counts.items())}
     return {"data/skipped": float(sum(counts.values())), **named}
+
+
+class JsonlFile:
+    """A JSON-lines log that stops growing at ``max_bytes`` (None: no limit): rows past it are dropped, with one
+    warning the first time.
+
+    Args:
+        path: The file; rows are appended.
+        max_bytes: Most bytes the file may hold.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None = None):
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1 or None, got {max_bytes}")
+        self.path, self.max_bytes, self.full = Path(path), max_bytes, False
+
+    def append(self, rows: list[dict]) -> int:
+        """Append as many of ``rows`` as fit; returns how many were written."""
+        lines = [(json.dumps(row, default=str) + "\n").encode() for row in rows]
+        size, keep = self.path.stat().st_size if self.path.exists() else 0, 0
+        while keep < len(lines) and (self.max_bytes is None or size + len(lines[keep]) <= self.max_bytes):
+            size, keep = size + len(lines[keep]), keep + 1
+        if keep < len(lines) and not self.full:
+            self.full = True
+            rank_zero_warn(f"{self.path} reached max_bytes={self.max_bytes}: later rows are not written")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as f:
+            f.writelines(lines[:keep])
+        return keep
 
 
 def run_path(trainer, filename: str) -> Path:

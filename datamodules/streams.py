@@ -156,7 +156,7 @@ class ExampleStream(IterableDataset):
                 if self.tracks_items:
                     example.meta[ITEM_KEY] = index
             return made
-        raise RuntimeError(self.exhausted(task, feed, skips[first:]))
+        raise ValueError(self.exhausted(task, feed, skips[first:]))
 
     def attempts(self, feed: Feed) -> int:
         """How many items an example tries before the source counts as broken."""
@@ -311,13 +311,19 @@ class HeldOutStream(ExampleStream):
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         return (f"no usable held-out item for task {task.name!r}: all {len(names)} tried of "
                 f"{type(feed.source).__name__} are unusable ({shown}; the first: {skips[0][3]}). Fix or remove "
-                "them, give a val_source, or set val_size: 0")
+                f"them, give a {self.stream}_source, or set {self.stream}_size: 0")
 
     def stage(self, i: int) -> int:
         return 0  # held-out examples never change
 
     def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
         return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
+
+
+class TestStream(HeldOutStream):
+    """Test examples: made as the validation ones are, from the test items, under a random stream of their own."""
+
+    stream = "test"
 
 
 class EpochLoader(DataLoader):

@@ -11,6 +11,7 @@ import re
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -18,13 +19,13 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 
-from zoo import checkpoints
 from zoo.batch import PromptBatch
 from zoo.features import encoded_once
 from zoo.grpo import logprobs
 from zoo.grpo.engine import HFEngine, Prompts, RolloutEngine, Sampling, completion_ids
 from zoo.grpo.rollout import Rollout, completion_mask, example_row_seeds
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
+from zoo.pretrained import resolve as resolve_pretrained
 from zoo.sharding import reshard, shard
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
@@ -39,7 +40,7 @@ class PolicyModule(LightningModule, ABC):
     Args:
         pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
             random-init model (see `zoo.tiny`); a zoo checkpoint (``.ckpt``, or an FSDP2 checkpoint folder)
-            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.checkpoints`).
+            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.pretrained`).
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
@@ -150,10 +151,22 @@ class PolicyModule(LightningModule, ABC):
             kwargs["attn_implementation"] = self.attn_implementation
         return kwargs
 
+    def _load_pretrained(self) -> tuple:
+        """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a model that
+        cannot be read or fetched (offline, a hub id must already be in the Hugging Face cache)."""
+        path = resolve_pretrained(self.pretrained)
+        if path.startswith((".", "/", "~")) and not Path(path).expanduser().is_dir():
+            raise FileNotFoundError(f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
+                                    "a hub id (org/name) or tiny:<family>")
+        try:
+            return self.load(path)
+        except OSError as err:
+            raise OSError(f"pretrained={self.pretrained!r} cannot be loaded: {' '.join(str(err).split())}") from err
+
     def configure_model(self) -> None:
         if self.model is not None:
             return
-        self.model, self.processor = self.load(checkpoints.resolve(self.pretrained))
+        self.model, self.processor = self._load_pretrained()
         self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
         self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
         self._apply_freeze()
@@ -325,7 +338,7 @@ class PolicyModule(LightningModule, ABC):
             with adapters_disabled(self.model):
                 return self.token_log_probs(rollout, rows)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
-            reference, _ = self.load(checkpoints.resolve(self.pretrained))
+            reference, _ = self._load_pretrained()
             reference.eval().requires_grad_(False)
             self._shard(reference)
             self.__dict__["_reference"] = reference.to(self.device)

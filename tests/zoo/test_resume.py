@@ -8,6 +8,7 @@ import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from callbacks import Checkpoints
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from tests.zoo.canned_engine import CannedEngine
@@ -39,20 +40,21 @@ def recording(refill, log: list):
     return wrapped
 
 
-def run(max_steps: int, ckpt_path=None, save_every=None, save_dir=None, refills: list | None = None, engine=None,
-        **grpo):
+def run(max_steps: int, ckpt_path=None, save_every=None, save_dir=None, saving=None, val_size=0, refills=None,
+        engine=None, grpo: dict | None = None, **trainer):
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3), engine=engine)
     data = PretextDataModule(SyntheticScenes(size=100), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=4, val_size=0, epoch_size=16)  # 4 batches an epoch
+                             batch_size=4, val_size=val_size, epoch_size=16)  # 4 batches an epoch
     if refills is not None:
         data.refill = recording(data.refill, refills)
     record = Record()
-    saving = [ModelCheckpoint(save_dir, every_n_train_steps=save_every, save_top_k=-1)] if save_every else []
-    trainer = Trainer(max_steps=max_steps, strategy=GRPOStrategy(**dict(num_generations=4, max_new_tokens=3,
-                                                                        entropy_coef=0.05) | grpo),
-                      logger=False, enable_checkpointing=bool(save_every), enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[record, *saving], limit_val_batches=0)
+    if saving is None:
+        saving = [ModelCheckpoint(save_dir, every_n_train_steps=save_every, save_top_k=-1)] if save_every else []
+    trainer.setdefault("limit_val_batches", 0)
+    strategy = GRPOStrategy(**dict(num_generations=4, max_new_tokens=3, entropy_coef=0.05) | (grpo or {}))
+    trainer = Trainer(max_steps=max_steps, strategy=strategy, logger=False, enable_checkpointing=bool(saving),
+                      enable_progress_bar=False, enable_model_summary=False, callbacks=[record, *saving], **trainer)
     trainer.fit(policy, data, ckpt_path=ckpt_path)
     return record.steps, {n: p.detach().clone() for n, p in policy.named_parameters()}
 
@@ -77,11 +79,26 @@ def test_dynamic_sampling_resumes_with_the_refills_of_the_uninterrupted_run(tmp_
     straight_refills, resumed_refills = [], []
     dynamic = dict(refill_rounds=3, max_new_tokens=2)  # a letter and its EOS
     straight, final = run(4, save_every=2, save_dir=tmp_path, refills=straight_refills, engine=CannedEngine(),
-                          **dynamic)
+                          grpo=dynamic)
     (ckpt,) = tmp_path.glob("*step=2.ckpt")
-    second, resumed = run(4, ckpt_path=ckpt, refills=resumed_refills, engine=CannedEngine(), **dynamic)
+    second, resumed = run(4, ckpt_path=ckpt, refills=resumed_refills, engine=CannedEngine(), grpo=dynamic)
     assert second == straight[2:]
     assert resumed_refills == [r for r in straight_refills if r[0] >= 2] and len(resumed_refills) >= 2
     assert any(kept > own for *_, own, kept in second)  # refill groups were trained on after the resume
+    for name, value in final.items():
+        torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_run_ended_by_max_steps_between_validations_resumes_exactly_from_its_final_checkpoint(tmp_path):
+    """2 of 4 steps, mid-epoch, no validation due: the final checkpoint (`callbacks.Checkpoints`) is saved before
+    Lightning counts the epoch as completed, so the resumed run continues the epoch instead of starting the next."""
+    validating = {"val_size": 4, "val_check_interval": 100, "check_val_every_n_epoch": None, "limit_val_batches": None,
+                  "num_sanity_val_steps": 0}
+    straight, final = run(4, **validating)
+    first, _ = run(2, saving=[Checkpoints(tmp_path)], **validating)
+    (ckpt,) = tmp_path.glob("*.ckpt")
+    assert ckpt.name == "epoch=0-step=2.ckpt" and first == straight[:2]
+    second, resumed = run(4, ckpt_path=ckpt, **validating)
+    assert second == straight[2:]
     for name, value in final.items():
         torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)

@@ -5,7 +5,6 @@ Trainer), with greedy held-out evaluations before and after training, and a plai
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import defaultdict
@@ -152,19 +151,17 @@ def table(rows: list[dict], train_keys: list[str], eval_parts: list[tuple[str, s
     return "\n".join(lines)
 
 
-def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
-    """The options every claim takes: ``--steps``, ``--seeds``, ``--json``, ``--arms``, ``--val-size``."""
-    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=steps, help=f"GRPO steps per arm (default {steps}: the full "
-                                                              "CPU budget whose numbers docs/reproductions.md reports)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--arms", nargs="+", help="run only these arms (default: all)")
-    p.add_argument("--val-size", type=int, default=64, help="held-out items per evaluation set")
-    p.add_argument("--json", help="also write the rows and the verdict to this file")
-    p.add_argument("--merge", nargs="+", metavar="JSON", help="train nothing: print the table and verdict of "
-                                                               "the rows in these --json files (arms run apart)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 wastes less on a busy machine)")
-    return p
+@dataclass
+class Options:
+    """How `run_claim` runs a claim: the arguments of ``zoo repro`` (`zoo.tools.repro.repro`)."""
+
+    steps: int
+    seeds: list[int] = field(default_factory=lambda: [0])
+    arms: list[str] | None = None
+    val_size: int = 64
+    json: str | None = None
+    merge: list[str] | None = None
+    threads: int = 2
 
 
 def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, dict]]:
@@ -174,7 +171,7 @@ def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, d
     return [(s, by[first, s], by[second, s]) for s in seeds]
 
 
-def run_claim(args, arms: list[Arm], claim: str, verdict, train_keys: list[str],
+def run_claim(args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str],
               eval_parts: list[tuple[str, str]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
     (``held`` is None when the rows cannot decide it); write ``--json``."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import Rotation
-from zoo.tools.repro.common import Arm, paired, parser, run_claim
+from zoo.tools.repro.common import Arm, Options, paired, run_claim
 
 CLAIM = ("dynamic sampling (refill_rounds 4, DAPO) trains on more groups with unequal rewards and reaches at "
          "least plain GRPO's training reward in as many steps")
 STEPS = 300
+OPTIONS = Options(steps=STEPS)
 REFILL = 4
 
 
@@ -61,12 +62,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, "; ".join(notes) or "needs both arms"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parser("zoo repro dynamic_sampling", __doc__, STEPS).parse_args(argv)
-    return run_claim(args, arms(), CLAIM, verdict, ["reward", "frac_zero_std", "dynamic/rounds",
+def main(options: Options) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_claim(options, arms(), CLAIM, verdict, ["reward", "frac_zero_std", "dynamic/rounds",
                                                     "dynamic/groups_kept", "dynamic/cap_hit"],
                      [("rotation", "accuracy")])
-
-
-if __name__ == "__main__":
-    main()
