@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from lightning.pytorch import Callback
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from zoo.grpo.evaluation import TaskMeans
 from zoo.grpo.metrics import gather_objects
@@ -44,6 +44,7 @@ class GRPOMetrics(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         metrics = dict((outputs or {}).get("metrics", {})) | _skips(trainer.datamodule)
+        _forget_step_values(trainer, pl_module, keep=metrics)
         for name, value in metrics.items():
             pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
                           batch_size=len(batch))
@@ -129,6 +130,35 @@ def _skips(datamodule) -> dict[str, float]:
     return {"data/skipped": float(sum(counts.values())), **named}
 
 
+class JsonlFile:
+    """A JSON-lines log that stops growing at ``max_bytes`` (None: no limit): rows past it are dropped, with one
+    warning the first time.
+
+    Args:
+        path: The file; rows are appended.
+        max_bytes: Most bytes the file may hold.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None = None):
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1 or None, got {max_bytes}")
+        self.path, self.max_bytes, self.full = Path(path), max_bytes, False
+
+    def append(self, rows: list[dict]) -> int:
+        """Append as many of ``rows`` as fit; returns how many were written."""
+        lines = [(json.dumps(row, default=str) + "\n").encode() for row in rows]
+        size, keep = self.path.stat().st_size if self.path.exists() else 0, 0
+        while keep < len(lines) and (self.max_bytes is None or size + len(lines[keep]) <= self.max_bytes):
+            size, keep = size + len(lines[keep]), keep + 1
+        if keep < len(lines) and not self.full:
+            self.full = True
+            rank_zero_warn(f"{self.path} reached max_bytes={self.max_bytes}: later rows are not written")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as f:
+            f.writelines(lines[:keep])
+        return keep
+
+
 def run_path(trainer, filename: str) -> Path:
     """``filename`` in the run directory (the logger's, else the trainer's root). ``trainer.log_dir`` is a
     collective under DDP: every rank must call this, e.g. from ``setup``."""
@@ -140,3 +170,13 @@ def evaluated_at(trainer) -> str:
     if trainer.state.fn == "fit":
         return f"step {trainer.global_step}"
     return f"checkpoint {trainer.ckpt_path}" if trainer.ckpt_path else "start"
+
+
+def _forget_step_values(trainer, pl_module, keep: dict) -> None:
+    """Drop this hook's step metrics that the current step does not measure. Lightning logs a step metric's
+    last value again at every later step of the epoch, so a task absent from a batch, or a loss measured only
+    at the end of an accumulation window, would show stale numbers as if measured now."""
+    for result in trainer._results.values():  # Lightning's ResultCollection: there is no public way to forget
+        meta = result.meta
+        if meta.fx == pl_module._current_fx_name and meta.on_step and not meta.on_epoch and meta.name not in keep:
+            result.reset()

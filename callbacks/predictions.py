@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from lightning.pytorch import Callback
 
-from callbacks.metrics import evaluated_at, run_path
+from callbacks.metrics import JsonlFile, evaluated_at, run_path
 from tasks import answers
 from zoo.grpo.metrics import gather_objects
 
@@ -24,15 +21,21 @@ class Predictions(Callback):
     Args:
         filename: File name inside the logger's directory (the trainer's root dir without a logger); empty
             disables the file.
+        max_rows: Rows written per evaluation (the first by uid and sample); None: every one.
+        max_bytes: Most bytes the file may grow to over the run; None: no limit. Rows past it are dropped, with
+            one warning.
     """
 
-    def __init__(self, filename: str = "predictions.jsonl"):
-        self.filename = filename
-        self.path: Path | None = None
+    def __init__(self, filename: str = "predictions.jsonl", max_rows: int | None = None,
+                 max_bytes: int | None = None):
+        if max_rows is not None and max_rows < 0:
+            raise ValueError(f"max_rows must be >= 0 or None, got {max_rows}")
+        self.filename, self.max_rows, self.max_bytes = filename, max_rows, max_bytes
+        self.file: JsonlFile | None = None
         self._rows: list[dict] = []
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.path = run_path(trainer, self.filename)
+        self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
     def _collect(self, trainer, split: str, outputs) -> None:
         if not self.filename or not outputs or "rollout" not in outputs or trainer.sanity_checking:
@@ -55,9 +58,7 @@ class Predictions(Callback):
             return
         rows = [row for part in gather_objects(rows) for row in part]
         if trainer.is_global_zero and rows:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.writelines(json.dumps(row, default=str) + "\n" for row in sorted(rows, key=_uid_order))
+            self.file.append(sorted(rows, key=_uid_order)[:self.max_rows])
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         self._collect(trainer, "val", outputs)

@@ -12,7 +12,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
-from callbacks.metrics import run_path
+from callbacks.metrics import JsonlFile, run_path
 from callbacks.rollout_media import audio_track, media_strip, wav_bytes
 
 #: Columns of the W&B and MLflow rollout tables (``media``: the image strip, ``audio``: the audio track).
@@ -37,21 +37,23 @@ class RolloutSampler(Callback):
 
     Args:
         every_n_steps: Training batches between samples; 0 writes none from training.
-        max_rows: Completions written per sample.
+        max_rows: Completions written per sample (the rows of one training step, or of one validation run).
         filename: File name inside the logger's directory (the trainer's root dir without a logger).
         validation: Also write the first ``max_rows`` validation completions of each validation run.
+        max_bytes: Most bytes the file may grow to (a row is about 1-3 KB, most of it the prompt); None: no
+            limit. Rows past it are left out of the file (not of the loggers), with one warning.
     """
 
     def __init__(self, every_n_steps: int = 50, max_rows: int = 8, filename: str = "rollouts.jsonl",
-                 validation: bool = True):
+                 validation: bool = True, max_bytes: int | None = None):
         self.every_n_steps, self.max_rows = every_n_steps, max_rows
-        self.filename, self.validation = filename, validation
+        self.filename, self.validation, self.max_bytes = filename, validation, max_bytes
         self._batches = 0
         self._val: list[tuple[dict, object]] = []  # (row, example) of this validation run, written at its end
-        self.path: Path | None = None
+        self.file: JsonlFile | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.path = run_path(trainer, self.filename)
+        self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
     def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object]]:
         """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from ``first``."""
@@ -68,9 +70,7 @@ class RolloutSampler(Callback):
 
     def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
         rows, media = [row for row, _ in sampled], None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+        self.file.append(rows)
         writers = [(logger, write) for logger in trainer.loggers for kind, write in WRITERS if isinstance(logger, kind)]
         for logger, write in writers:
             try:  # a logger's outage (or odd media) must not end the run; the rows are in the JSONL

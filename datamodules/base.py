@@ -18,6 +18,7 @@ import torch
 from lightning import LightningDataModule
 from torch.utils.data import DataLoader
 
+from datamodules.refill import RefillStream
 from datamodules.sources.base import Source
 from datamodules.streams import (
     STAGE_KEY,
@@ -27,6 +28,7 @@ from datamodules.streams import (
     HeldOutStream,
     Mix,
     ResumableLoader,
+    TestStream,
     TrainStream,
 )
 from tasks import Example, Reward, Task
@@ -47,7 +49,10 @@ class PretextDataModule(LightningDataModule):
     tasks take turns (held-out example ``i`` is made by task ``i mod n``), so each task's held-out accuracy is
     measured on an equal share whatever the training weights. They are split across ranks in contiguous shards
     without padding; with ``val_size`` divisible by ``world_size * batch_size`` every rank runs the same
-    number of full batches. The test set is the same.
+    number of full batches. The test set (``zoo test``) is made the same way from ``test_size`` other items:
+    without a ``test_source`` they are the items just before the validation items of ``source`` (training
+    items, then test, then validation: disjoint by construction), under a random stream of their own; set
+    ``test_size`` when training too, or the test items are trained on.
 
     A curriculum (`callbacks.Curriculum`) adds stages with other weights or task options (`set_curriculum`)
     and says where in training each begins (`set_stage_starts`); example ``i`` of epoch ``e`` is then a
@@ -64,6 +69,10 @@ class PretextDataModule(LightningDataModule):
             modality) holds out the last ``val_size`` items of that modality's ``source``.
         val_size: Number of validation items per modality (at most the length of ``val_source``); 0 disables
             validation.
+        test_source: Items to test on (``zoo test``), one source per modality at most; ``None`` holds out
+            ``test_size`` items of ``source`` before the validation items. Give one other than ``val_source``.
+        test_size: Number of test items per modality (at most the length of ``test_source``); 0: no test
+            split (``zoo test`` then stops with a message saying how to declare one).
         num_workers: DataLoader worker processes; the batches are the same for any number.
         seed: Selects the permutations, task draws and task randomness.
         epoch_size: Training examples per epoch (all ranks together); ``None`` means one per training item
@@ -79,6 +88,8 @@ class PretextDataModule(LightningDataModule):
         batch_size: int = 8,
         val_source: Source | list[Source] | None = None,
         val_size: int = 64,
+        test_source: Source | list[Source] | None = None,
+        test_size: int = 0,
         num_workers: int = 0,
         seed: int = 0,
         epoch_size: int | None = None,
@@ -86,17 +97,18 @@ class PretextDataModule(LightningDataModule):
         super().__init__()
         task_list = [tasks] if isinstance(tasks, Task) else list(tasks)
         self._tasks = _by_name(task_list)
-        sources, val_sources = _by_modality(source, "source"), _by_modality(val_source, "val_source")
-        _check_modalities(sources, val_sources, task_list)
+        sources = _by_modality(source, "source")
+        held_out = {"val": _by_modality(val_source, "val_source"), "test": _by_modality(test_source, "test_source")}
+        _check_modalities(sources, held_out, task_list)
         self._mixes = [Mix(task_list, _cumulative(weights, len(task_list)))]
-        minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "num_workers": (num_workers, 0),
-                  "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
+        minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
+                  "num_workers": (num_workers, 0), "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
         for name, (value, least) in minima.items():
             if value < least:
                 raise ValueError(f"{name} must be >= {least}, got {value}")
-        self.source, self.val_source = source, val_source
+        self.source, self.val_source, self.test_source = source, val_source, test_source
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
-        self._feeds = _split(sources, val_sources, val_size)
+        self._feeds = _split(sources, held_out, {"val": val_size, "test": test_size})
         self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
         self._streams: dict[str, ExampleStream] = {}
         self._starts: list[int] = []
@@ -182,7 +194,7 @@ class PretextDataModule(LightningDataModule):
             raise ValueError(f"need at most {len(self._mixes) - 1} non-decreasing starts >= 0, got {starts}")
         self._starts = list(starts)
         for stream in self._streams.values():
-            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream == "train" else []
+            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream in ("train", "refill") else []
 
     @property
     def training_items(self) -> dict[str, int]:
@@ -222,6 +234,20 @@ class PretextDataModule(LightningDataModule):
         world = self._placement()[2]
         return epoch * self.epoch_size + batch * self.batch_size * world
 
+    def refill(self, key: int, round: int) -> list[Example]:
+        """This rank's prompts of refill round ``round`` (1, 2, ...) of training batch ``key``, for dynamic
+        sampling (`zoo.grpo.GRPOMixin` ``refill_rounds``): ``batch_size`` examples, this rank's slice of a
+        global round of ``batch_size`` x world size, from a stream of their own (`datamodules.refill.RefillStream`:
+        training items, tasks of the current curriculum stage). Each is a pure function of ``(seed, key, round,
+        position in the round)``; the training batches and epochs are the same with or without refills."""
+        stream = self._stream("refill")
+        epoch, stream.rank, stream.world = self._placement()
+        stream.epoch, stream.start = key, round - 1
+        stream.position = self.position(epoch or 0, self._batches_done())
+        batch = next(iter(stream))  # built here, in the main process
+        stream.note_skips(batch.skips)
+        return list(batch)
+
     def train_dataloader(self) -> DataLoader:
         return ResumableLoader(self._stream("train"), self._placement, self._batches_done,
                                 num_workers=self.num_workers)
@@ -229,22 +255,32 @@ class PretextDataModule(LightningDataModule):
     def val_dataloader(self) -> DataLoader | list:
         if not any(feed.items for feed in self._feeds["val"].values()):
             return []  # Lightning skips validation for an empty list
-        placement = lambda: (0, *self._placement()[1:])  # validation examples never change
-        return EpochLoader(self._stream("val"), placement, num_workers=self.num_workers)
+        return self._held_out_loader("val")
 
-    def test_dataloader(self) -> DataLoader | list:
-        return self.val_dataloader()
+    def test_dataloader(self) -> DataLoader:
+        if not any(feed.items for feed in self._feeds["test"].values()):
+            raise ValueError("this data module has no test split: set data.init_args.test_size (items of source "
+                             "held out from training and validation; set it when training too) or "
+                             "data.init_args.test_source; zoo validate scores the validation split")
+        return self._held_out_loader("test")
+
+    def _held_out_loader(self, split: str) -> DataLoader:
+        placement = lambda: (0, *self._placement()[1:])  # held-out examples never change
+        return EpochLoader(self._stream(split), placement, num_workers=self.num_workers)
 
     def _stream(self, split: str) -> ExampleStream:
         """The dataset of a split, built once so that its skip counts accumulate over epochs."""
         if split not in self._streams:
-            common = dict(feeds=self._feeds[split], mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
+            feeds = self._feeds["train" if split == "refill" else split]  # refill draws more training items
+            common = dict(feeds=feeds, mixes=self._mixes, batch_size=self.batch_size, seed=self.seed)
             if split == "train":
                 stream = TrainStream(epoch_size=self.epoch_size, **common)
                 if self._item_weights is not None:
                     stream.set_item_weights(*self._item_weights)
+            elif split == "refill":
+                stream = RefillStream(**common)
             else:
-                stream = HeldOutStream(**common)
+                stream = HeldOutStream(**common) if split == "val" else TestStream(**common)
             self._streams[split] = stream
             self.set_stage_starts(self._starts)
         return self._streams[split]
@@ -289,13 +325,13 @@ def _by_modality(source: Source | list[Source] | None, what: str) -> dict[str, S
     return by_modality
 
 
-def _check_modalities(sources: dict[str, Source], val_sources: dict[str, Source], tasks: list[Task]) -> None:
+def _check_modalities(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], tasks: list[Task]) -> None:
     """Every task has a source of its modality and every source a task (an unused one is a config mistake)."""
     for task in tasks:
         if task.modality not in sources:
             given = ", ".join(f"{type(s).__name__} ({m})" for m, s in sources.items())
             raise ValueError(f"task {task.name!r} takes {task.modality} items but the sources give {given}")
-    for what, group in (("source", sources), ("val_source", val_sources)):
+    for what, group in (("source", sources), *((f"{split}_source", g) for split, g in held_out.items())):
         unused = set(group) - {task.modality for task in tasks}
         if unused:
             raise ValueError(f"{what} gives {sorted(unused)} items that no task takes")
@@ -327,31 +363,41 @@ def _cumulative(weights: list[float] | None, n: int) -> list[float]:
     return list(itertools.accumulate(w / total for w in weights))
 
 
-def _split(sources: dict[str, Source], val_sources: dict[str, Source], val_size: int,
+def _split(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], sizes: dict[str, int],
            ) -> dict[str, dict[str, Feed]]:
-    """The training and validation feeds of each modality."""
-    feeds: dict[str, dict[str, Feed]] = {"train": {}, "val": {}}
+    """The training, validation and test feeds of each modality."""
+    feeds: dict[str, dict[str, Feed]] = {"train": {}, "val": {}, "test": {}}
     for modality, source in sources.items():
-        held_out = val_sources.get(modality)
-        train, val = _split_one(source, held_out, val_size)
+        own = {split: held_out[split].get(modality) for split in sizes}
+        train, ranges = _split_one(source, own, sizes)
         feeds["train"][modality] = Feed(source, train)
-        pool = val if held_out is None else range(len(held_out))  # spares replace unusable held-out items
-        feeds["val"][modality] = Feed(source if held_out is None else held_out, val, pool)
-    if len({bool(feed.items) for feed in feeds["val"].values()}) > 1:
-        raise ValueError("a val_source is empty while other modalities have validation items")
+        for split, items in ranges.items():
+            other = own[split]  # spares from its own source replace unusable held-out items; none from training
+            pool = items if other is None else range(len(other))
+            feeds[split][modality] = Feed(source if other is None else other, items, pool)
+    for split in sizes:
+        if len({bool(feed.items) for feed in feeds[split].values()}) > 1:
+            raise ValueError(f"a {split}_source is empty while other modalities have {split} items")
     return feeds
 
 
-def _split_one(source: Source, val_source: Source | None, val_size: int) -> tuple[range, range]:
-    """Indices of the training items (in ``source``) and the validation items (in ``val_source`` if given)."""
+def _split_one(source: Source, own: dict[str, Source | None], sizes: dict[str, int]) -> tuple[range, dict[str, range]]:
+    """Indices of the training items (in ``source``) and of each held-out split's items: in its own source
+    if given, else at the end of ``source`` (validation last, test just before it), disjoint from training
+    and from each other."""
     n = len(source)
     if n == 0:
         raise ValueError(f"{type(source).__name__} is empty")
-    if val_source is not None:
-        return range(n), range(min(val_size, len(val_source)))
-    if val_size >= n:
-        raise ValueError(
-            f"val_size={val_size} would hold out all {n} items of {type(source).__name__}, leaving none to "
-            "train on; lower val_size or give a val_source"
-        )
-    return range(n - val_size), range(n - val_size, n)
+    taken = {split: size for split, size in sizes.items() if own[split] is None and size}
+    if sum(taken.values()) >= n:
+        held = " + ".join(f"{split}_size={size}" for split, size in taken.items())
+        raise ValueError(f"{held} would hold out all {n} items of {type(source).__name__}, leaving none to train "
+                         f"on; lower {' or '.join(f'{split}_size' for split in taken)} or give a "
+                         f"{' or '.join(f'{split}_source' for split in taken)}")
+    end, ranges = n, {}
+    for split, size in sizes.items():
+        if own[split] is not None:
+            ranges[split] = range(min(size, len(own[split])))
+        else:
+            ranges[split], end = range(end - size, end), end - size
+    return range(end), ranges

@@ -139,7 +139,7 @@ def export_set(task: Task, name: str, source: Source, n: int, seed: int, folder:
     data = held_out(task, source, n, seed)
     kinds, count = set(), 0
     with open(folder / "examples.jsonl", "w", encoding="utf-8") as f:
-        for example in (ex for batch in data.test_dataloader() for ex in batch):
+        for example in (ex for batch in data.val_dataloader() for ex in batch):
             if count == n:
                 break
             kinds |= {part["type"] for m in example.messages if not isinstance(m["content"], str)
@@ -151,7 +151,7 @@ def export_set(task: Task, name: str, source: Source, n: int, seed: int, folder:
 
 
 def held_out(task: Task, source: Source, n: int, seed: int) -> PretextDataModule:
-    """A data module whose test set starts with the ``n`` benchmark examples of ``task`` on ``source``: example
+    """A data module whose validation set starts with the ``n`` benchmark examples of ``task`` on ``source``: example
     ``i`` is a pure function of ``(seed, i)`` and item ``i`` of the source (an unusable item is skipped and
     replaced). A task that pairs items (`tasks.Contrastive`) draws its partners among the first ``n`` items
     (at least two), so its examples depend on ``n`` too."""

@@ -31,6 +31,9 @@ class BenchmarkDataModule(PretextDataModule):
         super().__init__(source, task, batch_size=batch_size, val_source=source, val_size=len(source),
                          num_workers=num_workers, seed=seed)
 
+    def test_dataloader(self):
+        return self.val_dataloader()
+
     def train_dataloader(self):
         raise RuntimeError("BenchmarkDataModule only evaluates (zoo validate / zoo test); to train, use "
                            "datamodules.PretextDataModule with a training split as source and the benchmark as "

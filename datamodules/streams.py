@@ -156,7 +156,7 @@ class ExampleStream(IterableDataset):
                 if self.tracks_items:
                     example.meta[ITEM_KEY] = index
             return made
-        raise RuntimeError(self.exhausted(task, feed, skips[first:]))
+        raise ValueError(self.exhausted(task, feed, skips[first:]))
 
     def attempts(self, feed: Feed) -> int:
         """How many items an example tries before the source counts as broken."""
@@ -247,10 +247,14 @@ class TrainStream(ExampleStream):
                 self._orders.clear()
             # one source keeps the historical seed string, so single-source runs are unchanged
             name = "" if len(self.feeds) == 1 else f"{modality}:"
-            seed = random.Random(f"{self.seed}:order:{name}{self.epoch}:{lap}").getrandbits(64)
+            seed = random.Random(self.order_seed(name, lap)).getrandbits(64)
             order = np.random.default_rng(seed).permutation(len(items))
             self._orders[modality, self.epoch, lap] = order
         return items[int(order[offset])]
+
+    def order_seed(self, name: str, lap: int) -> str:
+        """Seed string of the item permutation of ``lap`` of this epoch (``name``: the modality, or empty)."""
+        return f"{self.seed}:order:{name}{self.epoch}:{lap}"
 
     def set_item_weights(self, epoch: int, weights: dict[str, np.ndarray]) -> None:
         """Draw the items of ``epoch`` by ``weights`` (one per training item of each named modality)."""
@@ -307,13 +311,19 @@ class HeldOutStream(ExampleStream):
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         return (f"no usable held-out item for task {task.name!r}: all {len(names)} tried of "
                 f"{type(feed.source).__name__} are unusable ({shown}; the first: {skips[0][3]}). Fix or remove "
-                "them, give a val_source, or set val_size: 0")
+                f"them, give a {self.stream}_source, or set {self.stream}_size: 0")
 
     def stage(self, i: int) -> int:
         return 0  # held-out examples never change
 
     def task(self, i: int, mix: Mix, rng: random.Random) -> Task:
         return mix.tasks[i % len(mix.tasks)]  # every task gets an equal share of the held-out items
+
+
+class TestStream(HeldOutStream):
+    """Test examples: made as the validation ones are, from the test items, under a random stream of their own."""
+
+    stream = "test"
 
 
 class EpochLoader(DataLoader):
@@ -338,14 +348,15 @@ class EpochLoader(DataLoader):
     def __iter__(self) -> Iterator[list[Example]]:
         epoch = self._place()
         # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
-        self.dataset.epoch = self.dataset.passes if epoch is None else epoch
+        epoch = self.dataset.passes if epoch is None else epoch
+        self.dataset.epoch, self.dataset.start = self._first_batch(epoch)
         self.dataset.passes += 1
-        self.dataset.start = self._first_batch(self.dataset.epoch)
         return self._unwrap(super().__iter__())
 
-    def _first_batch(self, epoch: int) -> int:
-        """The batch a pass over ``epoch`` starts at: 0 unless a restored position says otherwise."""
-        return 0
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a restored position
+        says otherwise."""
+        return epoch, 0
 
     def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
         for batch in batches:
@@ -368,6 +379,11 @@ class ResumableLoader(EpochLoader):
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = (state["epoch"], state["batch"])
 
-    def _first_batch(self, epoch: int) -> int:
+    def _first_batch(self, epoch: int) -> tuple[int, int]:
         resume, self._resume = self._resume, None  # a restored position applies to one pass only
-        return resume[1] if resume is not None and resume[0] == epoch else 0
+        if resume is None or resume[0] != epoch:
+            return epoch, 0
+        if resume[1] >= len(self):
+            # saved at the epoch's last batch: Lightning iterates before it moves on to the next epoch
+            return epoch + 1, 0
+        return resume

@@ -163,6 +163,6 @@ def test_a_folder_of_only_bad_files_fails_fast_naming_them(tmp_path):
     bad = spoil(root, tmp_path / "good.jpg", ".jpg")
     data = PretextDataModule(ImageFolder(str(root)), Rotation(), batch_size=2, val_size=0)
     data.setup("fit")
-    with pytest.raises(RuntimeError, match="source looks broken") as error:
+    with pytest.raises(ValueError, match="source looks broken") as error:
         next(iter(data.train_dataloader()))
     assert str(root) in str(error.value) and any(p.name in str(error.value) for p in bad)

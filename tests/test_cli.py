@@ -129,7 +129,7 @@ def test_validate_and_test_from_a_checkpoint_write_metrics_and_every_prediction(
     for command, split in (("validate", "val"), ("test", "test")):
         out = tmp_path / command
         out.mkdir()
-        result = zoo(command, "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path",
+        result = zoo(command, "--config", QUICKSTART, f"--data.init_args.{split}_size", "16", "--ckpt_path",
                      str(ckpt), cwd=out)
         assert f"{split} accuracy at checkpoint" in result.stderr
         rows = [json.loads(line) for line in (run_dir(out) / "predictions.jsonl").read_text().splitlines()]
@@ -150,7 +150,8 @@ def test_validate_and_test_from_a_checkpoint_write_metrics_and_every_prediction(
         assert results["metrics"][f"{split}/accuracy"] == pytest.approx(float(logged[f"{split}/accuracy"]))
     # `--ckpt_path last` finds the same checkpoint under runs/ and evaluates it alike
     shutil.copytree(cwd / "runs", tmp_path / "last" / "runs")
-    zoo("test", "--config", QUICKSTART, "--data.init_args.val_size", "16", "--ckpt_path", "last", cwd=tmp_path / "last")
+    zoo("test", "--config", QUICKSTART, "--data.init_args.test_size", "16", "--ckpt_path", "last",
+        cwd=tmp_path / "last")
     latest = json.loads((tmp_path / "last" / "runs" / "lightning_logs" / "version_1" / "metrics.json").read_text())
     assert latest["at"].endswith(ckpt.name) and latest["metrics"] == pytest.approx(results["metrics"])
 
@@ -162,10 +163,10 @@ def test_test_samples_a_base_model_and_reports_the_means_of_its_predictions(tmp_
 
     grpo = "--trainer.strategy.init_args."
     sampled = [f"{grpo}eval_num_generations", "4", f"{grpo}eval_temperature", "1.0", f"{grpo}eval_pass_k", "[1, 2, 4]"]
-    result = zoo("test", "--config", QUICKSTART, "--data.init_args.val_size", "8", *sampled, cwd=tmp_path)
+    result = zoo("test", "--config", QUICKSTART, "--data.init_args.test_size", "8", *sampled, cwd=tmp_path)
     assert "test accuracy at start" in result.stderr and re.search(r"task +examples +accuracy +reward", result.stderr)
     rows = [json.loads(line) for line in (run_dir(tmp_path) / "predictions.jsonl").read_text().splitlines()]
-    assert [(r["uid"], r["sample"]) for r in rows] == [(f"0:val:0:{i}", g) for i in range(8) for g in range(4)]
+    assert [(r["uid"], r["sample"]) for r in rows] == [(f"0:test:0:{i}", g) for i in range(8) for g in range(4)]
     results = json.loads((run_dir(tmp_path) / "metrics.json").read_text())
     assert results["split"] == "test" and results["at"] == "start" and results["settings"]["eval_seed"] == 0
     correct = [sum(r["parts"]["accuracy"] == 1 for r in rows[i:i + 4]) for i in range(0, 32, 4)]

@@ -1,6 +1,7 @@
 """README.md and docs/*.md stay true: generated tables are current, and every command, config path, file path,
 module or class path and link they give exists (a renamed option, file or heading fails here)."""
 
+import argparse
 import importlib
 import importlib.util
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.cli import COMMANDS, ZooCLI, cli
+from zoo.cli import COMMANDS, ZooCLI, cli, command, run_typed
 from zoo.tools.docs import pages, render
 
 ROOT = Path(__file__).parents[1]
@@ -95,14 +96,17 @@ ZOO = [(page, args) for page, args in commands("zoo")]
 
 @pytest.mark.parametrize("page, args", ZOO, ids=[f"{p}:{' '.join(a)[:60]}" for p, a in ZOO])
 def test_zoo_commands_exist_and_lightning_ones_parse(page, args, capsys):
-    assert args and args[0] in (*LIGHTNING_COMMANDS, *COMMANDS), f"{page}: no zoo command {args[:1]}"
-    if args[0] == "repro" and len(args) > 1 and concrete(args[1:2]):
+    assert args and args[0] in (*LIGHTNING_COMMANDS, *COMMANDS, "--help"), f"{page}: no zoo command {args[:1]}"
+    if args[0] == "repro" and len(args) > 1 and not args[1].startswith("-") and concrete(args[1:2]):
         assert importlib.util.find_spec(f"zoo.tools.repro.{args[1]}"), f"{page}: no claim {args[1]}"
-    if args[0] not in LIGHTNING_COMMANDS or len(args) == 1 or not concrete(args):
-        return  # a side command (its own parser), a bare mention (`zoo test`), or a placeholder
+    if len(args) == 1 or not concrete(args):
+        return  # a bare mention (`zoo test`) or a placeholder
     try:
-        parse_command(args)
-    except SystemExit as exit:  # --help and --print_config print and exit 0; a bad option exits 2
+        if args[0] in COMMANDS:  # a tool: parsed against its typed signature, not run
+            run_typed(f"zoo {args[0]}", command(args[0]), args[1:], run=False)
+        else:
+            parse_command(args)
+    except SystemExit as exit:  # --help and --print_config print and exit 0 (a bad option raises ArgumentError)
         assert exit.code == 0, f"{page}: zoo {' '.join(args)}\n{capsys.readouterr().err[-1500:]}"
 
 
@@ -179,5 +183,5 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert REPO_PATH.findall("run configs/quickstart.yaml, not runs/x") == ["configs/quickstart.yaml"]
     assert shell_lines("```bash\nzoo fit --config a.yaml \\\n    --trainer.max_steps 1  # note\n```\n") == [
         "zoo fit --config a.yaml      --trainer.max_steps 1"]
-    with pytest.raises(SystemExit):
+    with pytest.raises(argparse.ArgumentError):
         parse_command(["fit", "--config", "configs/quickstart.yaml", "--trainer.max_stepz", "1"])

@@ -23,7 +23,7 @@ OVERRIDES = ("model.init_args.pretrained", "trainer.accelerator", "trainer.devic
              "trainer.log_every_n_steps", "trainer.strategy.init_args.num_generations",
              "trainer.strategy.init_args.max_new_tokens", "trainer.callbacks.*.init_args.stages.*.step",
              "data.init_args.source", "data.init_args.source.*", "data.init_args.batch_size",
-             "data.init_args.val_size", "data.init_args.num_workers")
+             "data.init_args.val_size", "data.init_args.test_size", "data.init_args.num_workers")
 #: A synthetic source per modality: (class path, init_args).
 SYNTHETIC = {
     "image": ("datamodules.SyntheticScenes", {"size": 32, "image_size": 112}),
@@ -59,12 +59,12 @@ def tiny_checkpoint(model: dict) -> str:
 
 
 def audio_qa(source: dict, folder: Path) -> dict:
-    """The config's `AudioQAJsonl` over four synthetic clips written to ``folder``."""
+    """The config's `AudioQAJsonl` over eight synthetic clips written to ``folder``."""
     import soundfile
 
     from datamodules import SyntheticAudio
 
-    clips = SyntheticAudio(size=4, seconds=2.0)
+    clips = SyntheticAudio(size=8, seconds=2.0)
     rows = []
     for i in range(len(clips)):
         soundfile.write(folder / f"clip{i}.wav", clips[i].waveform, clips[i].sampling_rate)
@@ -85,8 +85,8 @@ def synthetic(source: dict, folder: Path) -> dict:
 
 def tiny_config(config: dict, folder: Path) -> dict:
     """``config`` at tiny scale: 2 prompts x 2 completions of 8 tokens, one step plus one per curriculum
-    step stage (stage k begins at step k), every task held out at least once for validation (two items at
-    least: contrastive tasks pair them)."""
+    step stage (stage k begins at step k), every task held out at least once for validation and for testing
+    (two items at least: contrastive tasks pair them)."""
     config = json.loads(json.dumps(config))  # a deep copy
     config["model"]["init_args"]["pretrained"] = tiny_checkpoint(config["model"])
     trainer = config["trainer"]
@@ -100,8 +100,9 @@ def tiny_config(config: dict, folder: Path) -> dict:
     data = config["data"]["init_args"]
     sources = data["source"] if isinstance(data["source"], list) else [data["source"]]
     tiny = [synthetic(s, folder) for s in sources]
+    held_out = max(2, len(data["tasks"]))
     data |= {"source": tiny if isinstance(data["source"], list) else tiny[0], "batch_size": 2,
-             "val_size": max(2, len(data["tasks"])), "num_workers": 0}
+             "val_size": held_out, "test_size": held_out, "num_workers": 0}
     return config
 
 

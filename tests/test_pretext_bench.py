@@ -27,8 +27,8 @@ from datamodules.pretext_bench import PretextBench
 from tasks import Task, answers
 from tasks.base import level_id
 from tests.helpers import discover, make_item
-from zoo.tools.pretext_bench import main as bench_cli
-from zoo.tools.pretext_bench import report
+from zoo.cli import main
+from zoo.tools.pretext_bench import export_benchmark, report
 
 # one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI, frame pairs)
 MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_order@3points",
@@ -104,7 +104,7 @@ def test_select_by_name_level_and_id():
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    bench_cli(["export", "--out", str(out), "--tasks", *MIXED, "--n", "3", "--seed", "0"])
+    main(["pretext-bench", "export", "--out", str(out), "--tasks", json.dumps(MIXED), "--n", "3", "--seed", "0"])
     return out
 
 
@@ -134,7 +134,7 @@ def test_export_writes_a_manifest_and_reads_back_the_same_examples(mixed):
         assert spec == default_source_spec(task.modality, 0)
         # regenerate in memory: the read-back prompt, truth and every medium equal what the task made
         data = held_out(type(task)(**entry["task"]["init_args"]), build_source(spec), 3, 0)
-        made = [ex for batch in data.test_dataloader() for ex in batch]
+        made = [ex for batch in data.val_dataloader() for ex in batch]
         for i, original in enumerate(made):
             back = read[f"{name}:{i}"]
             assert back.task == name and back.prompt_text == original.prompt_text
@@ -162,23 +162,23 @@ def test_a_perfect_completion_scores_one_and_a_wrong_one_zero_through_the_read_b
 
 def test_the_same_seed_exports_byte_identical_files_and_another_seed_differs(mixed, tmp_path):
     again, other = tmp_path / "again", tmp_path / "other"
-    bench_cli(["export", "--out", str(again), "--tasks", *MIXED, "--n", "3", "--seed", "0"])
+    main(["pretext-bench", "export", "--out", str(again), "--tasks", json.dumps(MIXED), "--n", "3", "--seed", "0"])
     assert files(again) == files(mixed)
-    bench_cli(["export", "--out", str(other), "--tasks", "jigsaw@3x3", "--n", "3", "--seed", "1"])
+    main(["pretext-bench", "export", "--out", str(other), "--tasks", "[jigsaw@3x3]", "--n", "3", "--seed", "1"])
     assert files(other)["jigsaw@3x3/examples.jsonl"] != files(mixed)["jigsaw@3x3/examples.jsonl"]
 
 
 def test_a_source_option_replaces_the_default_of_its_modality(tmp_path):
     spec = '{class_path: SyntheticScenes, init_args: {image_size: 64, seed: 5}}'
-    bench_cli(["export", "--out", str(tmp_path), "--tasks", "rotation@4way", "--n", "2", "--source", spec,
-               "--answer-format", "bare"])
+    main(["pretext-bench", "export", "--out", str(tmp_path), "--tasks", "[rotation@4way]", "--n", "2", "--source+",
+          spec, "--answer_format", "bare"])
     entry = json.loads((tmp_path / "manifest.json").read_text())["sets"]["rotation@4way"]
     assert entry["source"] == {"class_path": "SyntheticScenes", "init_args": {"image_size": 64, "seed": 5}}
     assert entry["task"]["init_args"]["answer_format"] == "bare"
     (example, _) = next(iter(PretextBench(str(tmp_path), batch_size=2).test_dataloader()))
     assert example.messages[0]["content"][0]["image"].size == (64, 64)
     with pytest.raises(ValueError, match="no chosen task takes"):
-        bench_cli(["export", "--out", str(tmp_path), "--tasks", "audio_jigsaw", "--source", "SyntheticScenes"])
+        export_benchmark(out=str(tmp_path), tasks=["audio_jigsaw"], source=["SyntheticScenes"])
 
 
 def test_corrupt_missing_and_altered_files_are_skipped_counted_and_logged(mixed, tmp_path, caplog):

@@ -19,7 +19,6 @@ final held-out metrics.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -54,8 +53,7 @@ def stage_command(stage: dict, folder: Path, start: Path | None) -> list[str]:
     """The ``zoo fit`` command of a stage: its config and arguments, its outputs under ``folder``, its final
     weights checkpointed (``last.ckpt``), and its start from ``start`` (the previous stage's export)."""
     command = [sys.executable, "-m", "zoo", "fit", "--config", stage["config"], *stage["args"],
-               "--trainer.default_root_dir", str(folder), "--trainer.logger.init_args.save_dir", str(folder),
-               "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+               "--trainer.default_root_dir", str(folder), "--trainer.callbacks+=callbacks.Checkpoints",
                "--trainer.callbacks.dirpath", str(folder / "checkpoints"), "--trainer.callbacks.save_last", "true"]
     return command + (["--model.init_args.pretrained", str(start)] if start else [])
 
@@ -92,10 +90,15 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
     return done
 
 
-def main(args: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="zoo chain", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", required=True, help="the chain file (out, stages)")
-    parser.add_argument("--out", help="folder of the stages' outputs (overrides the file's out)")
-    options = parser.parse_args(args)
-    for stage in run_chain(options.config, options.out):
+def chain(*, config: str, out: str | None = None) -> None:
+    """Train stages in order, each from the weights the one before ended with (an SFT cold start, then GRPO).
+
+    A stage that finished is not run again.
+
+    Args:
+        config: The chain file: ``out`` (the folder of the stages' outputs) and ``stages``, each a ``zoo fit``
+            config with optional ``args`` (see `zoo.chain`).
+        out: Folder of the stages' outputs, instead of the chain file's ``out``.
+    """
+    for stage in run_chain(config, out):
         print(f"[zoo] chain: {stage['name']}: {stage['model']} {stage['metrics'].get('val/accuracy', '')}")

@@ -1,10 +1,10 @@
-"""The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules.
+"""The ``zoo`` command: LightningCLI over policies (`zoo.PolicyModule`) and data modules, plus the tools.
 
-``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``; ``zoo fit --print_config``;
-``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory); ``zoo list`` (models, tasks, sources);
-``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro <claim>`` (small-scale paper reproductions);
-``zoo preview --config <yaml>`` (a contact sheet of what the policy sees);
-``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
+``zoo --help`` lists every command; ``zoo fit --config configs/quickstart.yaml``; ``zoo fit --help``;
+``zoo fit --print_config``; ``zoo export --ckpt <checkpoint> --out <dir>`` (a Hugging Face directory);
+``zoo list`` (models, tasks, sources); ``zoo speed`` (zoo vs TRL GRPOTrainer, same settings); ``zoo repro
+<claim>`` (small-scale paper reproductions); ``zoo preview --config <yaml>`` (a contact sheet of what the policy
+sees); ``zoo pretext-bench export --out <dir>`` (the fixed-seed pretext benchmark, evaluated with ``zoo test``);
 ``zoo chain --config <chain.yaml>`` (stages such as an SFT cold start then GRPO, each from the last one's weights);
 ``zoo select --config <yaml>`` (keep the items a base policy's pass rate varies on).
 """
@@ -12,19 +12,29 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
+import inspect
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import torch
-from lightning.pytorch import LightningDataModule, Trainer
-from lightning.pytorch.cli import LightningCLI
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import Callback, LightningDataModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.strategies import Strategy
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
-from callbacks import GRPOMetrics, Predictions, RolloutSampler, TrainingCurves
+from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, StepProgress, TrainingCurves
+from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
+from zoo.errors import user_error
 from zoo.policy import PolicyModule
 
 #: Logger classes whose package is an optional extra: (import name, extra).
@@ -32,29 +42,87 @@ LOGGER_PACKAGES = {"TensorBoardLogger": ("tensorboard", "tensorboard"), "WandbLo
                    "MLFlowLogger": ("mlflow", "mlflow")}
 TRAINER_DEFAULTS = {
     "strategy": {"class_path": "zoo.grpo.GRPOStrategy"},
-    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs"}},
     "num_sanity_val_steps": 0,
     "log_every_n_steps": 10,
 }
+#: The Trainer's commands, as ``zoo --help`` and ``zoo <command> --help`` describe them.
+TRAINER_COMMANDS = {
+    "fit": "Train a policy with GRPO (validating before and during training) and checkpoint it.",
+    "validate": "Score a policy (its configured weights or --ckpt_path) on the held-out validation set.",
+    "test": "Score a policy on the held-out test set (distinct from validation) and write every prediction.",
+    "predict": "Run Lightning's predict loop over the data module's predict set.",
+}
+RUN_OUTPUTS = ("A run writes to <trainer.default_root_dir, default runs>/lightning_logs/version_<n>/: config.yaml, "
+               "metrics.csv, metrics.json, rollouts.jsonl, predictions.jsonl, curves.png and checkpoints/ "
+               "(the final weights are always saved; --ckpt_path last resumes from the newest that loads). "
+               "--debug (or ZOO_DEBUG=1) shows the traceback of an error.")
+#: ``ckpt_path`` values Lightning resolves itself (``last`` is resolved here, within the run's own directory).
+SPECIAL_CKPT_PATHS = ("best", "hpc", "registry")
 
 
 class ZooTrainer(Trainer):
-    """Lightning's Trainer with ``strategy`` typed as a Strategy class (not a registry name), so
-    ``--trainer.strategy GRPODDPStrategy`` switches the class and keeps the GRPO settings of the config.
+    """Lightning's Trainer with zoo's defaults: ``strategy`` typed as a Strategy class (not a registry name), so
+    ``--trainer.strategy GRPODDPStrategy`` switches the class and keeps the GRPO settings of the config; outputs
+    under ``default_root_dir``; checkpoints written atomically, the final weights always saved
+    (`callbacks.Checkpoints`); a progress bar counting steps (`callbacks.StepProgress`).
 
     Args:
         strategy: A GRPO strategy (``zoo.grpo.GRPOStrategy``, ``GRPODDPStrategy``, ``GRPOFSDPStrategy``).
-        **kwargs: Arguments of `lightning.pytorch.Trainer`.
+        default_root_dir: Where a run writes. The default logger (CSV) keeps ``config.yaml``, ``metrics.csv``,
+            ``rollouts.jsonl``, ``predictions.jsonl``, ``metrics.json`` and ``checkpoints/`` in
+            ``<default_root_dir>/lightning_logs/version_<n>/``; without a logger checkpoints go to
+            ``<default_root_dir>/checkpoints``.
+        logger: None: a CSV logger in ``default_root_dir``; False: none; or logger(s), which keep their own
+            ``save_dir``.
+        val_check_interval: Training steps between validations (an int), or the fraction of an epoch (a
+            float); None: once per epoch.
+        check_val_every_n_epoch: ``auto``: with an integer ``val_check_interval`` count its steps across epochs
+            (Lightning's None), so any dataset size works, however few batches an epoch holds; otherwise
+            validate every epoch (Lightning's 1).
+        **kwargs: Arguments of `lightning.pytorch.Trainer`. Unless ``callbacks`` hold a checkpoint callback or a
+            progress bar of their own, `callbacks.Checkpoints` and `callbacks.StepProgress` are added.
     """
 
-    def __init__(self, strategy: Strategy, **kwargs):
-        super().__init__(strategy=strategy, **kwargs)
+    def __init__(self, strategy: Strategy, default_root_dir: str = "runs",
+                 logger: Logger | Iterable[Logger] | bool | None = None,
+                 val_check_interval: int | float | None = None,
+                 check_val_every_n_epoch: int | Literal["auto"] | None = "auto", **kwargs):
+        if logger is None or logger is True:
+            logger = CSVLogger(save_dir=default_root_dir)
+        if check_val_every_n_epoch == "auto":
+            steps = isinstance(val_check_interval, int) and not isinstance(val_check_interval, bool)
+            check_val_every_n_epoch = None if steps else 1
+        kwargs["callbacks"] = _with_default_callbacks(kwargs.get("callbacks"), kwargs)
+        super().__init__(strategy=strategy, default_root_dir=default_root_dir, logger=logger,
+                         val_check_interval=val_check_interval, check_val_every_n_epoch=check_val_every_n_epoch,
+                         **kwargs)
+        if type(self.strategy.checkpoint_io) is TorchCheckpointIO:  # Lightning's default: stages in TMPDIR
+            self.strategy.checkpoint_io = AtomicCheckpointIO()
+
+
+def _with_default_callbacks(callbacks, kwargs: dict) -> list[Callback]:
+    """``callbacks`` plus zoo's checkpointing and progress bar where the user configured none of their own."""
+    callbacks = [] if callbacks is None else [callbacks] if isinstance(callbacks, Callback) else list(callbacks)
+    if kwargs.get("enable_checkpointing") is not False and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
+        callbacks.append(Checkpoints())
+    if kwargs.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
+        callbacks.append(StepProgress())
+    return callbacks
+
+
+class StrictParser(LightningArgumentParser):
+    """jsonargparse's parser (LightningCLI's) that refuses abbreviated option names (``--trainer.max_step`` is
+    not ``max_steps``) and raises its errors, which `main` prints in one line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{"allow_abbrev": False, "exit_on_error": False, **kwargs})
 
 
 class ZooCLI(LightningCLI):
     """LightningCLI with GRPO defaults: the single-device GRPO strategy, a CSV logger, the metrics, rollout,
     curves and predictions callbacks (configured under ``metrics:``, ``rollouts:``, ``curves:`` and
-    ``predictions:``), and held-out validation before fit."""
+    ``predictions:``), and held-out validation before fit. ``--ckpt_path`` is checked before anything is
+    built; ``last`` is the newest checkpoint of this configuration's run directory that loads."""
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(GRPOMetrics, "metrics")
@@ -63,6 +131,16 @@ class ZooCLI(LightningCLI):
         parser.add_lightning_class_args(Predictions, "predictions")
         parser.add_argument("--validate_before_fit", type=bool, default=True,
                             help="Run validation once before training, so the log starts with step-0 accuracy.")
+
+    def parse_arguments(self, parser, args) -> None:
+        super().parse_arguments(parser, args)
+        config = self.config.get(self.config.get("subcommand") or "")
+        ckpt_path = config.get("ckpt_path") if config else None
+        if ckpt_path and ckpt_path != "last" and not str(ckpt_path).startswith(SPECIAL_CKPT_PATHS):
+            reason = unloadable(ckpt_path)
+            if reason:
+                raise ValueError(f"--ckpt_path {ckpt_path}: {reason}; give a checkpoint that zoo fit wrote "
+                                 "(a .ckpt file or a sharded folder), or `last`")
 
     def _parse_ckpt_path(self) -> None:
         """LightningCLI merges a checkpoint's hyperparameters into the config; here only as data (`zoo.trust`):
@@ -81,13 +159,21 @@ class ZooCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else None
-        if config is None:
-            return
-        _check_logger_packages(config.trainer.get("logger"))
+        if config is not None:
+            _check_logger_packages(config.trainer.get("logger"))
+
+    def _start(self) -> None:
+        """Before every command: resolve ``--ckpt_path last`` and say where the run writes."""
+        config = self.config[self.subcommand]
         if config.get("ckpt_path") == "last":
-            config.ckpt_path = str(latest_checkpoint(_run_roots(config)))
+            config.ckpt_path = self.config_init[self.subcommand]["ckpt_path"] = str(last_checkpoint(self.trainer))
+        if rank_zero_only.rank == 0:
+            rank_zero_info(f"[zoo] {self.subcommand}: this run writes to {self.trainer.log_dir}")
+
+    before_validate = before_test = before_predict = _start
 
     def before_fit(self) -> None:
+        self._start()
         config = self.config[self.subcommand]
         if config.get("validate_before_fit"):  # from the checkpoint's weights when resuming
             self.trainer.validate(self.model, datamodule=self.datamodule, ckpt_path=config.get("ckpt_path"),
@@ -105,111 +191,178 @@ def _check_logger_packages(logger) -> None:
                                       f"pip install 'zoo[{extra}]' (or pip install {package})")
 
 
-def _run_roots(config) -> list[Path]:
-    """Where this configuration writes runs: the logger's save_dir and the trainer's root dir."""
-    logger = config.trainer.get("logger")
-    save_dir = logger.get("init_args", {}).get("save_dir") if isinstance(logger, dict) else None
-    return [Path(p) for p in (save_dir, config.trainer.get("default_root_dir") or ".") if p]
+def checkpoint_dirs(trainer: Trainer) -> list[Path]:
+    """Where this configuration's runs keep checkpoints: the folders checkpoint callbacks were given, and
+    ``checkpoints/`` of every version under the first logger's root (Lightning's layout), else of the trainer's
+    root directory. Other experiments under the working directory are not looked at."""
+    dirs = [Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if cb.dirpath]
+    if trainer.loggers:
+        logger = trainer.loggers[0]
+        root = Path(logger.save_dir or trainer.default_root_dir) / str(logger.name)
+        dirs += sorted(root.glob("*/checkpoints"))
+    else:
+        dirs.append(Path(trainer.default_root_dir) / "checkpoints")
+    return dirs
 
 
-def latest_checkpoint(roots: list[Path]) -> Path:
-    """The most recently written ``*.ckpt`` (file or distributed-checkpoint folder) under ``roots``."""
-    found = [p for root in roots if root.exists() for p in root.glob("**/checkpoints/*.ckpt")]
-    if not found:
-        raise FileNotFoundError(f"--ckpt_path last: no checkpoints/*.ckpt under {[str(r) for r in roots]}")
-    return max(found, key=lambda p: p.stat().st_mtime)
+def last_checkpoint(trainer: Trainer) -> Path:
+    """``--ckpt_path last``: the newest checkpoint in `checkpoint_dirs` that loads (a newer one that does not,
+    e.g. cut short by a kill before zoo wrote atomically, is passed over with a warning)."""
+    dirs = checkpoint_dirs(trainer)
+    path, passed = newest_loadable(dirs)
+    for skipped, reason in passed:
+        rank_zero_warn(f"--ckpt_path last: passing over {skipped}, which does not load ({reason})")
+    if path is None:
+        shown = ", ".join(str(d) for d in dirs) or str(trainer.default_root_dir)
+        raise FileNotFoundError(f"--ckpt_path last: no checkpoint that loads in {shown}; run zoo fit first "
+                                "(with this configuration's trainer.default_root_dir and logger) or give a path")
+    return path
 
 
 def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwargs) -> ZooCLI:
-    """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests)."""
+    """Build (and by default run) the CLI; ``kwargs`` go to `ZooCLI` (e.g. ``run=False`` in tests). Parse errors
+    raise ``argparse.ArgumentError`` (`main` prints them in one line)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # data workers fork after tokenizer use
+    parser_kwargs = {name: {"description": text, "epilog": RUN_OUTPUTS} for name, text in TRAINER_COMMANDS.items()}
+    kwargs = {"parser_kwargs": parser_kwargs, **kwargs}
     return cli_class(PolicyModule, LightningDataModule, trainer_class=ZooTrainer, subclass_mode_model=True,
-                     subclass_mode_data=True, save_config_kwargs={"overwrite": True},
+                     subclass_mode_data=True, save_config_kwargs={"overwrite": True}, parser_class=StrictParser,
                      trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, args=args, **kwargs)
 
 
-def export_main(args: list[str]) -> None:
-    """``zoo export``: rebuild the policy of a checkpoint, merge LoRA, write a Hugging Face directory."""
+def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -> None:
+    """Write a training checkpoint's policy as a Hugging Face directory (LoRA merged, processor included).
+
+    Args:
+        ckpt: A ``.ckpt`` file, or the folder a GRPOFSDPStrategy run saved.
+        out: The output directory: model, processor and chat template, for ``from_pretrained``.
+        policy: Import paths of the checkpoint's policy class when it is not one of zoo's (a checkpoint alone
+            never makes zoo import a class).
+    """
     from zoo.tools.export import export
 
-    parser = argparse.ArgumentParser(prog="zoo export", description=export_main.__doc__)
-    parser.add_argument("--ckpt", required=True, help="a .ckpt file, or the folder a GRPOFSDPStrategy run saved")
-    parser.add_argument("--out", required=True, help="output directory (model, processor, chat template)")
-    parser.add_argument("--policy", action="append", default=[], help="import path of the checkpoint's policy "
-                        "class when it is not one of zoo's (a checkpoint alone never makes zoo import a class)")
-    options = parser.parse_args(args)
-    print(f"[zoo] exported {options.ckpt} to {export(options.ckpt, options.out, options.policy)}")
+    print(f"[zoo] exported {ckpt} to {export(ckpt, out, policy or [])}")
 
 
-def list_main(args: list[str]) -> None:
-    """``zoo list``: the models, tasks and sources available, with the extras each needs."""
-    from zoo.tools.catalog import print_catalog
-
-    argparse.ArgumentParser(prog="zoo list", description=list_main.__doc__).parse_args(args)
-    print_catalog()
-
-
-def speed_main(args: list[str]) -> None:
-    """``zoo speed``: GRPO steps of zoo and TRL's GRPOTrainer side by side (see `zoo.tools.speed`)."""
-    from zoo.tools.speed import main as speed
-
-    speed(args)
-
-
-def bench_main(args: list[str]) -> None:
-    """``zoo bench``, the old name of ``zoo speed``: a one-line pointer, since "benchmark" now means evaluation."""
-    raise SystemExit("zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks run "
-                     "with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")
+#: The tools besides the Trainer's commands: ``module:attribute`` of a typed function, a dataclass whose instance
+#: is called, or a dict of them (sub-commands, its ``_help`` the description), run by `run_typed`.
+COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.tools.catalog:list_catalog",
+            "speed": "zoo.tools.speed:Speed", "preview": "zoo.tools.preview:preview",
+            "pretext-bench": "zoo.tools.pretext_bench:COMMANDS", "repro": "zoo.tools.repro:repro",
+            "chain": "zoo.chain:chain", "select": "zoo.tools.select:select"}
+#: Old command names: what ``zoo --help`` says of each, and the line ``zoo <name>`` answers with.
+RENAMED = {"bench": ("Renamed: zoo speed; evaluation benchmarks run with zoo test.",
+                     "zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks "
+                     "run with zoo test --config configs/eval/<benchmark>.yaml, the pretext one is zoo pretext-bench")}
+#: A parameter of a tool that takes every argument not its own, read as by ``zoo fit`` (`zoo.tools.preview`).
+FIT_ARGS = "fit_args"
 
 
-def preview_main(args: list[str]) -> None:
-    """``zoo preview``: a contact sheet of what the policy sees, from the data section only (`zoo.tools.preview`)."""
-    from zoo.tools.preview import main as preview
-
-    preview(args)
-
-
-def pretext_bench_main(args: list[str]) -> None:
-    """``zoo pretext-bench``: export the fixed-seed pretext benchmark (see `zoo.tools.pretext_bench`)."""
-    from zoo.tools.pretext_bench import main as pretext_bench
-
-    pretext_bench(args)
+def command(name: str):
+    """The typed component of tool ``name`` (imported on use)."""
+    module, _, attribute = COMMANDS[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
-def chain_main(args: list[str]) -> None:
-    """``zoo chain --config <chain.yaml>``: training stages in order, each from the last one's weights (see
-    `zoo.chain`)."""
-    from zoo.chain import main as chain
-
-    chain(args)
+def summary(component) -> str:
+    """The first line of a component's docstring (of ``_help`` for a dict of sub-commands)."""
+    text = component.get("_help", "") if isinstance(component, dict) else inspect.getdoc(component) or ""
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def select_main(args: list[str]) -> None:
-    """``zoo select``: keep the items a base policy neither always nor never solves (see `zoo.tools.select`)."""
-    from zoo.tools.select import main as select
+def run_typed(prog: str, component, argv: list[str], run: bool = True):
+    """Parse ``argv`` against the typed signature of ``component`` and run it (``run`` False: return the parsed
+    keyword arguments instead, as the docs test checks commands); ``--help`` shows its docstring and each
+    parameter's ``Args:`` entry, as for ``zoo fit``. Required positional parameters are positional arguments; a
+    ``fit_args`` parameter receives every argument that is not one of the others."""
+    import docstring_parser
+    from jsonargparse import auto_cli
 
-    select(args)
+    if isinstance(component, dict):
+        commands = {name: value for name, value in component.items() if name != "_help"}
+        if argv and argv[0] in commands:
+            return run_typed(f"{prog} {argv[0]}", commands[argv[0]], argv[1:], run)
+        # no sub-command: --help lists them, anything else is an error naming them
+        return auto_cli(commands, args=argv, as_positional=True, parser_class=StrictParser, prog=prog,
+                        description=component.get("_help", ""))
+    doc = docstring_parser.parse(inspect.getdoc(component) or "")
+    prose = "\n\n".join(text for text in (doc.short_description, doc.long_description) if text)
+    parser = StrictParser(prog=prog, description=prose)
+    parameters = inspect.signature(component).parameters
+    if inspect.isclass(component):
+        parser.add_class_arguments(component, as_group=False)
+    else:
+        parser.add_function_arguments(component, as_group=False, as_positional=True, skip={FIT_ARGS})
+    kwargs = {}
+    if FIT_ARGS in parameters:
+        argv, kwargs[FIT_ARGS] = _own_arguments(argv, set(parameters) - {FIT_ARGS})
+        parser.epilog = next((f"{p.arg_name}: {p.description}" for p in doc.params if p.arg_name == FIT_ARGS), None)
+    kwargs |= parser.instantiate_classes(parser.parse_args(argv)).as_dict()
+    if not run:
+        return kwargs
+    return component(**kwargs)() if inspect.isclass(component) else component(**kwargs)
 
 
-def repro_main(args: list[str]) -> None:
-    """``zoo repro <claim>``: a small-scale paper reproduction on the CPU (see `zoo.tools.repro`)."""
-    from zoo.tools.repro import main as repro
+def _own_arguments(argv: list[str], names: set[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split into the options named ``names`` (``--name value`` or ``--name=value``, and --help) and
+    the rest."""
+    own, rest, i = [], [], 0
+    while i < len(argv):
+        name = argv[i].removeprefix("--").split("=", 1)[0]
+        if argv[i] in ("-h", "--help") or (argv[i].startswith("--") and name in names):
+            take = 1 if "=" in argv[i] or argv[i] in ("-h", "--help") else 2
+            own, i = own + argv[i:i + take], i + take
+        else:
+            rest, i = rest + [argv[i]], i + 1
+    return own, rest
 
-    repro(args)
 
-
-COMMANDS = {"export": export_main, "list": list_main, "speed": speed_main, "bench": bench_main, "preview": preview_main,
-            "pretext-bench": pretext_bench_main, "repro": repro_main, "chain": chain_main,
-            "select": select_main}
+def usage() -> str:
+    """``zoo --help``: every command with its one-line description, and where a run writes."""
+    tools = {name: summary(command(name)) for name in COMMANDS} | {name: text for name, (text, _) in RENAMED.items()}
+    width = max(map(len, [*TRAINER_COMMANDS, *tools]))
+    lines = ["usage: zoo <command> [options]        (zoo <command> --help: the options of a command)", "",
+             "Training and evaluation (LightningCLI: --config <yaml>, dotted overrides such as "
+             "--trainer.max_steps 100):"]
+    lines += [f"  {name:{width}}  {text}" for name, text in TRAINER_COMMANDS.items()]
+    lines += ["", "Tools:"] + [f"  {name:{width}}  {text}" for name, text in tools.items()]
+    return "\n".join([*lines, "", RUN_OUTPUTS])
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's subcommands."""
-    argv = sys.argv[1:] if args is None else args
-    if argv and argv[0] in COMMANDS:
-        COMMANDS[argv[0]](argv[1:])
-        return
-    cli(args)
+    """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's subcommands. A bad
+    configuration, option or input ends in one line on stderr and exit status 1 (2 for a bad option);
+    ``--debug`` anywhere on the command line, or ``ZOO_DEBUG=1``, raises it with its traceback instead."""
+    argv = sys.argv[1:] if args is None else list(args)
+    debug = "--debug" in argv or os.environ.get("ZOO_DEBUG", "") not in ("", "0")
+    if "--debug" in argv:
+        argv = [a for a in argv if a != "--debug"]
+        if args is None:  # DDP ranks re-run this command line: they inherit the environment
+            sys.argv[1:], os.environ["ZOO_DEBUG"] = argv, "1"
+    try:
+        _dispatch(argv, None if args is None else argv)
+    except Exception as err:
+        message = None if debug else user_error(err)
+        if message is None:
+            raise
+        command = argv[0] if argv and not argv[0].startswith("-") else ""
+        hint = f"; see zoo {command} --help" if isinstance(err, argparse.ArgumentError) else ""
+        prefix = f"zoo {command}" if command else "zoo"
+        print(f"{prefix}: error: {message}{hint} (--debug shows the traceback)", file=sys.stderr)
+        raise SystemExit(2 if isinstance(err, argparse.ArgumentError) else 1) from None
+
+
+def _dispatch(argv: list[str], args: list[str] | None) -> None:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        if not argv:
+            raise SystemExit(2)
+    elif argv[0] in COMMANDS:
+        run_typed(f"zoo {argv[0]}", command(argv[0]), argv[1:])
+    elif argv[0] in RENAMED:
+        raise SystemExit(RENAMED[argv[0]][1])
+    else:
+        cli(args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import re
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -18,13 +19,14 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 
-from zoo import checkpoints
 from zoo.batch import PromptBatch
 from zoo.features import encoded_once
 from zoo.grpo import logprobs
-from zoo.grpo.rollout import Rollout, SeededSampling, completion_mask, example_row_seeds, generate_shared
+from zoo.grpo.engine import HFEngine, Prompts, RolloutEngine, Sampling, completion_ids
+from zoo.grpo.rollout import Rollout, completion_mask, example_row_seeds
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
-from zoo.sharding import reshard, shard, unsharded
+from zoo.pretrained import resolve as resolve_pretrained
+from zoo.sharding import reshard, shard
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
@@ -38,7 +40,7 @@ class PolicyModule(LightningModule, ABC):
     Args:
         pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
             random-init model (see `zoo.tiny`); a zoo checkpoint (``.ckpt``, or an FSDP2 checkpoint folder)
-            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.checkpoints`).
+            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.pretrained`).
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
@@ -62,6 +64,9 @@ class PolicyModule(LightningModule, ABC):
             once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode`` need).
         compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache; Hugging Face
             ``generate`` compiles on the first call, which takes a while). Ignored on CPU.
+        engine: The rollout engine that samples completions (`zoo.grpo.engine.RolloutEngine`); None is
+            `zoo.grpo.engine.HFEngine`, Hugging Face ``generate`` on this model (the sampling settings above
+            are its). Log-probs are always recomputed by the policy.
     """
 
     modalities: ClassVar[frozenset[str]] = frozenset({"text"})
@@ -87,6 +92,7 @@ class PolicyModule(LightningModule, ABC):
         share_prefix: bool = True,
         cache_implementation: str = "dynamic",
         compile_decode: bool = False,
+        engine: RolloutEngine | None = None,
     ):
         super().__init__()
         if dtype is not None and dtype not in DTYPES:
@@ -97,7 +103,7 @@ class PolicyModule(LightningModule, ABC):
             raise ValueError("compile_decode needs cache_implementation: static (a dynamic cache changes shape "
                              "every token, so the compiled graph would be rebuilt every step)")
         self.lora = LoRA(**lora) if isinstance(lora, dict) else lora
-        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["optimizer", "scheduler", "engine"])  # checkpoints hold plain data
         if isinstance(self.hparams.get("lora"), LoRA):  # plain data, so checkpoints load with weights_only
             self.hparams["lora"] = asdict(self.hparams["lora"])
         self.pretrained = pretrained
@@ -112,6 +118,8 @@ class PolicyModule(LightningModule, ABC):
         self.share_prefix = share_prefix
         self.cache_implementation = cache_implementation
         self.compile_decode = compile_decode
+        self.engine = HFEngine() if engine is None else engine
+        self._synced, self._loads = None, 0  # weights version the engine holds; checkpoint loads so far
         self.model: nn.Module | None = None
         self.processor = None
         self.automatic_optimization = False  # the GRPO strategy runs backward and optimizer steps itself
@@ -143,10 +151,22 @@ class PolicyModule(LightningModule, ABC):
             kwargs["attn_implementation"] = self.attn_implementation
         return kwargs
 
+    def _load_pretrained(self) -> tuple:
+        """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a model that
+        cannot be read or fetched (offline, a hub id must already be in the Hugging Face cache)."""
+        path = resolve_pretrained(self.pretrained)
+        if path.startswith((".", "/", "~")) and not Path(path).expanduser().is_dir():
+            raise FileNotFoundError(f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
+                                    "a hub id (org/name) or tiny:<family>")
+        try:
+            return self.load(path)
+        except OSError as err:
+            raise OSError(f"pretrained={self.pretrained!r} cannot be loaded: {' '.join(str(err).split())}") from err
+
     def configure_model(self) -> None:
         if self.model is not None:
             return
-        self.model, self.processor = self.load(checkpoints.resolve(self.pretrained))
+        self.model, self.processor = self._load_pretrained()
         self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
         self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
         self._apply_freeze()
@@ -158,6 +178,7 @@ class PolicyModule(LightningModule, ABC):
         self.banned_ids = self._banned_ids(vocab)
         self.register_buffer("banned_mask", torch.zeros(vocab, dtype=torch.bool), persistent=False)
         self.banned_mask[self.banned_ids] = True
+        self.engine.bind(self)
 
     def _shard(self, model: nn.Module) -> None:
         """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard the blocks the checkpoint
@@ -226,7 +247,7 @@ class PolicyModule(LightningModule, ABC):
     def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
                temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed: int | None = None,
                share_prefix: bool | None = None) -> Rollout:
-        """Generate ``num_generations`` completions per example, in eval mode.
+        """Generate ``num_generations`` completions per example with the rollout engine (`engine`).
 
         Sampling noise of row ``(b, g)`` comes from ``(seed, examples[b].uid, g)``: the same example and seed
         give the same completion in any batch on any rank. ``seed`` None draws one from torch's generator.
@@ -234,34 +255,38 @@ class PolicyModule(LightningModule, ABC):
         policy's setting.
         """
         prompts = self.encode(examples).to(self.device)
-        prompt_length = prompts.tensors["input_ids"].shape[1]
-        processors = []
+        seeds = None
         if not greedy:
             seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
             seeds = example_row_seeds(examples, num_generations, seed)
-            processors.append(SeededSampling(seeds, prompt_length, temperature, top_p))
-        config = self.generation_config(max_new_tokens)
-        shared = self.share_prefix if share_prefix is None else share_prefix
-        was_training = self.model.training
-        self.model.eval()
+        sampling = Sampling(max_new_tokens, temperature, top_p, greedy, seeds, tuple(self.eos_ids),
+                            tuple(self.banned_ids), share_prefix)
+        self._sync_engine()
         try:
-            with unsharded(self.model):
-                if shared:
-                    out = generate_shared(self.model, prompts.tensors, prompts.media_keys, num_generations, config,
-                                          logits_processor=processors)
-                else:
-                    inputs = prompts.select([b for b in range(len(examples)) for _ in range(num_generations)])
-                    out = self.model.generate(**inputs, generation_config=config, logits_processor=processors)
+            out = self.engine.generate(Prompts(list(examples), prompts), num_generations, sampling)
         finally:
-            self.model.train(was_training)
-        ids = out[:, prompt_length:]  # [N, L]
+            self.engine.offload()
+        ids = completion_ids(out, len(examples) * num_generations, sampling, type(self.engine).__name__, self.device)
+        return self._rollout(examples, prompts, num_generations, ids, 1.0 if greedy else temperature)
+
+    def _rollout(self, examples: list, prompts: PromptBatch, num_generations: int, ids: Tensor,
+                 temperature: float) -> Rollout:
+        """The rollout of sampled ids ``[N, L]``: counted tokens through the first EOS, EOS after it, texts."""
         mask, truncated = completion_mask(ids, self.eos_ids)
         ids = ids.masked_fill(~mask, self.eos_ids[0])
         lengths = mask.sum(1) - (~truncated).long()  # tokens before the EOS
         texts = self.tokenizer.batch_decode([row[:n] for row, n in zip(ids, lengths.tolist(), strict=True)])
         return Rollout(examples=list(examples), prompts=prompts, num_generations=num_generations,
                        completion_ids=ids, completion_mask=mask, truncated=truncated, completions=texts,
-                       temperature=1.0 if greedy else temperature)
+                       temperature=temperature)
+
+    def _sync_engine(self) -> None:
+        """Push the weights to the rollout engine when they changed since the last push (the version moves
+        with every optimizer step and every checkpoint load)."""
+        step = self._trainer.global_step if self._trainer is not None else 0
+        if self._synced != (step, self._loads):
+            self.engine.sync_weights(self)
+            self._synced = (step, self._loads)
 
     def token_log_probs(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None,
                         ) -> tuple[Tensor, Tensor]:
@@ -313,7 +338,7 @@ class PolicyModule(LightningModule, ABC):
             with adapters_disabled(self.model):
                 return self.token_log_probs(rollout, rows)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
-            reference, _ = self.load(checkpoints.resolve(self.pretrained))
+            reference, _ = self._load_pretrained()
             reference.eval().requires_grad_(False)
             self._shard(reference)
             self.__dict__["_reference"] = reference.to(self.device)
@@ -344,6 +369,9 @@ class PolicyModule(LightningModule, ABC):
                            "to zoo.grpo.GRPOStrategy or zoo.grpo.GRPODDPStrategy")
 
     test_step = validation_step
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._loads += 1  # new weights: the rollout engine gets them before it samples again
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["policy_class"] = f"{type(self).__module__}.{type(self).__qualname__}"  # for `zoo export`

@@ -124,5 +124,5 @@ def test_a_folder_of_broken_files_raises(tmp_path):
     for i in range(3):
         (tmp_path / f"bad{i}.png").write_bytes(b"nope")
     dm = PretextDataModule(ImageFolder(str(tmp_path)), Brightness(), batch_size=2, val_size=0)
-    with pytest.raises(RuntimeError, match="source looks broken"):
+    with pytest.raises(ValueError, match="source looks broken"):
         list(dm.train_dataloader())

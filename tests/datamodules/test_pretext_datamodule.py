@@ -181,7 +181,30 @@ def test_held_out_tail_is_disjoint_from_training_and_fixed():
     assert sorted(val) == list(range(32, 40))
     assert train.isdisjoint(val)
     assert keys(val_batches) == keys(epoch(dm, "val"))  # validation does not change with the epoch
-    assert keys(dm.test_dataloader()) == keys(val_batches)
+    with pytest.raises(ValueError, match="no test split: set data.init_args.test_size"):
+        dm.test_dataloader()  # no test split declared: never the validation items under another name
+
+
+def test_the_test_split_is_disjoint_from_training_and_validation_by_construction():
+    dm = module(n=40, val_size=8, test_size=6, batch_size=2)  # 26 training items: 13 batches an epoch
+    train = [item(e) for b in epoch(dm) for e in b]
+    val = [item(e) for b in epoch(dm, "val") for e in b]
+    test_batches = list(dm.test_dataloader())
+    test = [item(e) for b in test_batches for e in b]
+    assert sorted(train) == list(range(26)) and sorted(test) == list(range(26, 32)) and sorted(val) == list(
+        range(32, 40))
+    assert {e.uid.split(":")[1] for b in test_batches for e in b} == {"test"}  # a random stream of its own
+    assert keys(dm.test_dataloader()) == keys(test_batches)  # fixed, like validation
+    # declaring a test split moves training items only: validation stays the same examples
+    assert keys(epoch(module(n=40, val_size=8, batch_size=2), "val")) == keys(epoch(dm, "val"))
+    with pytest.raises(ValueError, match="val_size=8 \\+ test_size=32 would hold out all 40 items"):
+        module(n=40, val_size=8, test_size=32)
+
+
+def test_test_source_keeps_the_training_items_and_uses_its_first_items():
+    dm = module(n=20, val_size=4, test_source=Numbers(50, offset=1000), test_size=5)
+    assert sorted(item(e) for b in epoch(dm) for e in b) == list(range(16))
+    assert sorted(item(e) for b in dm.test_dataloader() for e in b) == list(range(1000, 1005))
 
 
 def test_val_source_keeps_all_training_items_and_uses_its_first_items():
@@ -295,7 +318,7 @@ def test_skips_counted_with_workers(caplog):
 
 def test_a_broken_source_raises_instead_of_looping():
     dm = PretextDataModule(Numbers(10, bad=range(10)), Tag(), batch_size=2, val_size=0)
-    with pytest.raises(RuntimeError, match="consecutive.*broken"):
+    with pytest.raises(ValueError, match="consecutive.*broken"):
         epoch(dm)
 
 

@@ -61,7 +61,7 @@ def test_without_spares_the_replacement_is_another_held_out_item():
 def test_a_held_out_split_of_only_unusable_files_stops_with_one_line_naming_them():
     val = Listed(5, bad=range(5))
     data = data_module(val, val_size=5)
-    with pytest.raises(RuntimeError) as error:
+    with pytest.raises(ValueError) as error:  # a ValueError: `zoo` prints it as its one line
         next(iter(data.val_dataloader()))
     message = str(error.value)
     assert "\n" not in message and "no usable held-out item" in message

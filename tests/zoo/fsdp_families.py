@@ -3,7 +3,8 @@
 Run by `tests/zoo/test_fsdp.py`: ``torchrun --standalone --nproc_per_node 2 -m tests.zoo.fsdp_families OUT_DIR``
 (both ranks import at once; Lightning's own launcher would start the second only at the first fit). Each rank
 writes ``OUT_DIR/rank<r>.json`` with, per case, the loss and, for every parameter of the policy and of its
-reference model, how it is sharded and whether this rank's shard changed.
+reference model, how it is sharded and whether this rank's shard changed, and what `zoo.grpo.engine.full_weights`
+gives a rollout engine.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tasks import AudioSpeed, PointCloudRotation, Rotation
 from tests.helpers import LoudOrQuiet, discover
 from zoo import PolicyModule
 from zoo.grpo import GRPOFSDPStrategy
+from zoo.grpo.engine import full_weights
 
 CASES = [(cls, ckpt) for cls in discover(zoo, PolicyModule) for ckpt in cls.tiny_checkpoints]
 
@@ -81,11 +83,14 @@ def run(cls, ckpt: str) -> dict:
                       num_sanity_val_steps=0, limit_val_batches=0, callbacks=[GRPOMetrics(summary=False), snapshot])
     trainer.fit(policy, data_for(cls))
     groups = _group_of(policy)
-    params = {n: _describe(p) | {"group": groups[n], "changed": not torch.equal(_local(p), snapshot.before[n])}
+    params = {n: _describe(p) | {"group": groups[n], "changed": not torch.equal(_local(p), snapshot.before[n]),
+                                 "local_sum": float(_local(p).double().sum())}
               for n, p in policy.model.named_parameters()}
+    full = {n: {"shape": list(t.shape), "sum": float(t.double().sum())} for n, t in full_weights(policy)}
     reference = policy.__dict__["_reference"]
     return {"loss": float(trainer.callback_metrics["train/grpo/loss"]), "steps": trainer.global_step,
-            "params": params, "reference": {n: _describe(p) for n, p in reference.named_parameters()}}
+            "params": params, "reference": {n: _describe(p) for n, p in reference.named_parameters()},
+            "full_weights": full}
 
 
 def main(out: Path) -> None:

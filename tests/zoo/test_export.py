@@ -54,6 +54,8 @@ def test_exported_model_has_the_policys_logits(lora, tmp_path):
         assert not [k for k in f.keys() if "lora_" in k or "base_layer" in k]
 
 
-def test_export_of_a_missing_checkpoint_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+def test_export_of_a_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
         main(["export", "--ckpt", str(tmp_path / "none.ckpt"), "--out", str(tmp_path / "hf")])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert exit_info.value.code == 1 and line.startswith("zoo export: error: no checkpoint at")

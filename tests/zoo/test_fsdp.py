@@ -85,3 +85,16 @@ def test_a_grpo_step_on_two_processes_shards_every_parameter_and_updates_them(ra
             assert p["changed"] and params[1][name]["changed"], f"{name} did not change on both ranks"
     changed = {p["group"] for rank in params for p in rank.values() if p["changed"]}
     assert changed == {p["group"] for p in params[0].values()}, "a module group received no update"
+
+
+@pytest.mark.parametrize("case", [case_id(*c) for c in CASES])
+def test_full_weights_for_a_rollout_engine_are_the_gathered_shards(ranks, case):
+    """What a rollout engine is given under FSDP2: every rank the same full tensors, each the concatenation of
+    the ranks' shards (its sum is theirs), under the parameter's own name and shape."""
+    reports = [r[case] for r in ranks]
+    full = reports[0]["full_weights"]
+    assert reports[1]["full_weights"] == full
+    for name, p in reports[0]["params"].items():
+        assert full[name]["shape"] == p["shape"], name
+        shards = p["local_sum"] + reports[1]["params"][name]["local_sum"]
+        assert full[name]["sum"] == pytest.approx(shards, rel=1e-9, abs=1e-9), name

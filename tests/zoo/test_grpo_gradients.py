@@ -200,6 +200,14 @@ def test_two_processes_train_the_global_batch_as_one_process_does(two_ranks, nam
     assert_same(R.train(settings, steps=2, batch_size=4).grads, expected)
 
 
+@pytest.mark.parametrize("name", R.DYNAMIC_RANK_CASES)
+def test_two_processes_keep_the_groups_one_process_keeps(two_ranks, name):
+    """Dynamic sampling: rank 0 holds no group with unequal rewards in step 0's batch and keeps both refill
+    groups (and leaves the surplus one), rank 1 keeps none in step 1."""
+    settings = R.DYNAMIC_RANK_CASES[name]
+    assert_same(two_ranks[name], R.reference(settings, batches=R.KEPT[settings["refill_rounds"]]))
+
+
 @pytest.mark.parametrize("name", R.ACCUMULATED_RANK_CASES)
 def test_two_processes_accumulating_train_the_window_as_one_batch(two_ranks, name):
     settings = R.ACCUMULATED_RANK_CASES[name]

@@ -65,8 +65,8 @@ KINDS = list(REFUSAL)
 def test_export_of_a_hostile_checkpoint_runs_nothing(kind, tmp_path, monkeypatch):
     marker = tmp_path / "pwned"
     ckpt = hostile(kind, tmp_path, marker, monkeypatch)
-    with pytest.raises(ValueError, match=REFUSAL[kind]):
-        main(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "hf")])
+    with pytest.raises(ValueError, match=REFUSAL[kind]):  # --debug: raised, not printed as zoo's one line
+        main(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "hf"), "--debug"])
     assert not marker.exists()
     assert not (tmp_path / "hf").exists()
 

@@ -144,6 +144,7 @@ def test_unreadable_items_are_reported_not_fatal(tmp_path, capsys):
         f"{{class_path: datamodules.ImageFolder, init_args: {{root: {folder}}}}}")
     (tmp_path / "folder.yaml").write_text(config)
     main(["preview", "--config", str(tmp_path / "folder.yaml"), "--data.init_args.val_size", "1",
+          "--data.init_args.test_size", "0",
           "--data.init_args.batch_size", "2", "--n", "6", "--out", str(tmp_path / "f.png")])
     printed = capsys.readouterr().out
     assert len(_entries(printed)) == 6

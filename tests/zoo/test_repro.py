@@ -7,13 +7,13 @@ import json
 import pytest
 
 from zoo.cli import main as zoo_main
-from zoo.tools.repro import graded_reward, grid_transfer, kl_penalty
+from zoo.tools.repro import dynamic_sampling, grid_transfer, repro
 
-SMALL = ["--steps", "2", "--val-size", "8"]
+SMALL = {"steps": 2, "val_size": 8}
 
 
 def test_graded_reward_binary_groups_are_all_zero_more_often(tmp_path, capsys):
-    result = graded_reward.main([*SMALL, "--json", str(tmp_path / "out.json")])
+    result = repro("graded_reward", **SMALL, json=str(tmp_path / "out.json"))
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"graded", "binary"} and all(r["steps"] == 2 and r["B"] == 4 for r in rows.values())
     # a random policy rarely picks the exact order among 24: binary groups are nearly all zero, graded vary
@@ -25,12 +25,13 @@ def test_graded_reward_binary_groups_are_all_zero_more_often(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| graded | 0 | 2 |" in out and "| binary | 0 | 2 |" in out and "verdict:" in out
     # arms run apart are merged from their JSON files without training
-    merged = graded_reward.main(["--merge", str(tmp_path / "out.json")])
+    merged = repro("graded_reward", merge=[str(tmp_path / "out.json")])
     assert (merged["held"], merged["note"]) == (result["held"], result["note"]) and result["held"] is not None
 
 
 def test_grid_transfer_evaluates_both_grid_sizes(capsys):
-    result = grid_transfer.main([*SMALL, "--arms", "train 2x1"])
+    zoo_main(["repro", "grid_transfer", "--steps", "2", "--val_size", "8", "--arms", "[train 2x1]"])
+    result = repro("grid_transfer", **SMALL, arms=["train 2x1"])
     (row,) = result["rows"]
     assert row["arm"] == "train 2x1" and set(row["before"]) == set(row["after"]) == {"2x1", "3x1"}
     assert row["cpu_s"] > 0 and row["wall_s"] > 0
@@ -46,14 +47,35 @@ def test_grid_transfer_eval_sets_differ_only_in_grid():
 
 
 def test_kl_penalty_logs_kl_only_with_beta(capsys):
-    result = kl_penalty.main([*SMALL, "--steps", "1"])
+    result = repro("kl_penalty", steps=1, val_size=8)
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"beta 0", "beta 0.04"}
     assert "kl" in rows["beta 0.04"]["train"] and "kl" not in rows["beta 0"]["train"]
     assert rows["beta 0.04"]["beta"] == 0.04 and "final KL" in result["note"]
 
 
+def test_dynamic_sampling_refills_the_first_batch_with_groups_with_unequal_rewards():
+    """Both arms draw the same batches (same seed and data; seed 0's first batch has no group with unequal
+    rewards, so neither arm's weights move before the second): refill keeps the batch's groups with unequal
+    rewards and adds those of its rounds, while plain GRPO trains on the batch's own alone."""
+    result = repro("dynamic_sampling", **SMALL)
+    rows = {r["arm"]: r for r in result["rows"]}
+    plain, refill = rows["plain"], rows["refill 4"]
+    assert (plain["refill_rounds"], refill["refill_rounds"]) == (0, 4) and "dynamic/rounds" not in plain["train"]
+    own = dynamic_sampling.informative(plain, True) * plain["B"]  # groups a step, as refill's kept
+    kept, rounds = refill["train"]["dynamic/groups_kept"][0], refill["train"]["dynamic/rounds"][0]
+    assert kept > own > 0 and rounds > 0 and (kept == refill["B"] or rounds == 4)
+    assert refill["train"]["reward"] == plain["train"]["reward"]  # the batch's own completions, alike
+    assert result["held"] is not None and "training steps/s" in result["note"]
+
+
 def test_cli_names_the_claims(capsys):
     with pytest.raises(SystemExit):
         zoo_main(["repro", "no_such_claim"])
-    assert "graded_reward" in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("zoo repro: error: ") and "graded_reward" in line and "kl_penalty" in line
+
+
+def test_an_option_of_the_transfer_claims_is_refused_by_the_others():
+    with pytest.raises(ValueError, match="zoo repro kl_penalty takes no plot, probe_every"):
+        repro("kl_penalty", probe_every=5, plot="curve.png")

@@ -55,8 +55,8 @@ def test_the_file_reads_back_as_the_kept_items_and_the_held_out_ones(tmp_path):
 def test_zoo_select_scores_a_tiny_policy_and_writes_what_it_kept(tmp_path, capsys):
     out = tmp_path / "kept.json"
     main(["select", "--config", CONFIG, "--data.init_args.source.init_args.size", "12",
-          "--data.init_args.val_size", "4", "--data.init_args.batch_size", "4", "--n", "6", "--out", str(out),
-          "--device", "cpu", "--top", "0.5"])
+          "--data.init_args.val_size", "4", "--data.init_args.test_size", "0", "--data.init_args.batch_size", "4",
+          "--n", "6", "--out", str(out), "--device", "cpu", "--top", "0.5"])
     entry = json.loads(out.read_text())["modalities"]["image"]
     rates = {int(i): p for i, p in entry["pass_rates"].items()}
     assert sorted(rates) == list(range(8)) and entry["held_out"] == [8, 9, 10, 11]

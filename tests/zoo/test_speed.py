@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from zoo.cli import main
 from zoo.tools import speed
 
 
@@ -24,8 +25,8 @@ def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
 @pytest.mark.parametrize("framework", ["zoo", "trl"])
 def test_each_framework_runs_the_same_small_setting(tmp_path, framework):
     out = tmp_path / "speed.json"
-    speed.main(["--frameworks", framework, "--steps", "1", "--warmup", "0", "--prompts", "2", "--generations",
-                "2", "--max-new-tokens", "2", "--json", str(out)])
+    main(["speed", "--frameworks", f"[{framework}]", "--steps", "1", "--warmup", "0", "--prompts", "2",
+          "--generations", "2", "--max_new_tokens", "2", "--json", str(out)])
     (result,) = json.loads(out.read_text())["results"].values()
     assert result["steps_timed"] == 1
     assert result["s_per_step"] > 0 and 0 < result["completion_tokens_per_s"]

@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("open3d")
 
 from zoo import perception_base  # noqa: E402
-from zoo.tools.repro import pretext_transfer  # noqa: E402
+from zoo.tools.repro import pretext_transfer, repro  # noqa: E402
 from zoo.tools.repro.transfer import seed_stats  # noqa: E402
 
-SMALL = ["--steps", "2", "--val-size", "8", "--probe-every", "1"]
+SMALL = {"steps": 2, "val_size": 8, "probe_every": 1}
 
 
 @pytest.fixture(autouse=True)
@@ -22,8 +22,8 @@ def quick_base(monkeypatch):
 
 def test_pretext_transfer_rows_curves_plot_and_verdict(tmp_path, capsys):
     out = tmp_path / "out.json"
-    result = pretext_transfer.main([*SMALL, "--seeds", "0", "1", "--arms", "base", "control (SFT)", "rotation",
-                                    "--json", str(out), "--plot", str(tmp_path / "curve.png")])
+    result = repro("pretext_transfer", **SMALL, seeds=[0, 1], arms=["base", "control (SFT)", "rotation"],
+                   json=str(out), plot=str(tmp_path / "curve.png"))
     rows = {(r["arm"], r["seed"]): r for r in result["rows"]}
     assert set(rows) == {(a, s) for a in ("base", "control (SFT)", "rotation") for s in (0, 1)}
     # the control trains on as many sequences as the GRPO arm samples: 4 SFT steps of 16 per GRPO step of 8 x 8
@@ -41,7 +41,7 @@ def test_pretext_transfer_rows_curves_plot_and_verdict(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "verdict:" in printed and "| rotation |" in printed and "± " in printed
     assert result["held"] is not None and "rotation:" in result["note"]
-    merged = pretext_transfer.main(["--merge", str(out)])
+    merged = repro("pretext_transfer", merge=[str(out)])
     assert (merged["held"], merged["note"]) == (result["held"], result["note"])
     assert json.loads(out.read_text())["rows"] == json.loads(json.dumps(result["rows"]))
 
@@ -62,9 +62,7 @@ def test_verdict_needs_a_gain_over_both_and_the_spread():
 
 
 def test_cold_start_runs_sft_then_grpo(capsys):
-    from zoo.tools.repro import cold_start
-
-    result = cold_start.main([*SMALL, "--steps", "4", "--probe-every", "2"])
+    result = repro("cold_start", **{**SMALL, "steps": 4, "probe_every": 2})
     rows = {r["arm"]: r for r in result["rows"]}
     assert rows["GRPO only"]["stages"] == [("grpo", 1.0)]
     assert rows["SFT cold start + GRPO"]["stages"] == [("sft", 0.5), ("grpo", 1.0)]
@@ -76,9 +74,7 @@ def test_cold_start_runs_sft_then_grpo(capsys):
 
 
 def test_base_graded_binary_groups_are_all_zero_at_least_as_often():
-    from zoo.tools.repro import base_graded
-
-    result = base_graded.main([*SMALL, "--probe-every", "0"])
+    result = repro("base_graded", **{**SMALL, "probe_every": 0})
     rows = {r["arm"]: r for r in result["rows"]}
     # the exact order pays 1 or 0 where the footrule pays 1, 0.5 or 0 for the same samples
     assert rows["binary"]["train"]["frac_zero_std"][0] >= rows["graded"]["train"]["frac_zero_std"][0]
@@ -86,9 +82,7 @@ def test_base_graded_binary_groups_are_all_zero_at_least_as_often():
 
 
 def test_base_grid_scores_both_grids():
-    from zoo.tools.repro import base_grid
-
-    result = base_grid.main([*SMALL, "--probe-every", "0"])
+    result = repro("base_grid", **{**SMALL, "probe_every": 0})
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"base", "train 2x1"}
     assert set(rows["train 2x1"]["after"]) == {"downstream", "2x1", "3x1"} and "held-out 3x1" in result["note"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from contextlib import contextmanager, nullcontext
 
@@ -18,15 +17,20 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Par
 from torch import Tensor
 
 from zoo.grpo import functional as F
+from zoo.grpo.dynamic import SamplingMixin
 from zoo.grpo.evaluation import EvaluationMixin
+from zoo.grpo.guidance import Guidance
 from zoo.grpo.metrics import Means
 from zoo.grpo.rollout import Rollout
 from zoo.grpo.window import (
+    Drawn,
     Part,
     add_window_metrics,
+    batch_divisors,
     chunk_count,
     last_chunk,
     make_part,
+    no_grad_log_probs,
     plan_micro_batches,
     window_advantages,
 )
@@ -34,7 +38,7 @@ from zoo.grpo.window import (
 log = logging.getLogger(__name__)
 
 
-class GRPOMixin(EvaluationMixin):
+class GRPOMixin(SamplingMixin, EvaluationMixin):
     """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
 
     Args:
@@ -64,12 +68,18 @@ class GRPOMixin(EvaluationMixin):
         mask_truncated: Leave the tokens of completions that hit ``max_new_tokens`` without an EOS out of the
             loss; the rows still count in the row normalisers of ``grpo``, ``gspo`` and ``dr_grpo`` (as in TRL).
         filter_zero_variance: Leave groups whose rewards are all equal out of the loss and its normaliser.
+        refill_rounds: DAPO dynamic sampling: while the global batch holds fewer groups with unequal rewards
+            than it has prompts, sample up to this many more batches of prompts (the data module's ``refill``)
+            and train on the first that many such groups; a batch that hits the cap trains on those it holds
+            (``train/dynamic/*`` count rounds, groups drawn and kept). 0 disables.
         micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None does all
             at once.
         entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables). It is
             added per token and aggregated like the policy loss, so each loss type's normaliser divides it
             too (for ``dr_grpo`` it is the entropy sum over rows * ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
+        guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY`` (a
+            demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy collapses).
         eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and the
             validations during ``fit``); each is one row of the predictions file.
         eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0 samples
@@ -100,9 +110,11 @@ class GRPOMixin(EvaluationMixin):
         num_iterations: int = 1,
         mask_truncated: bool = False,
         filter_zero_variance: bool = False,
+        refill_rounds: int = 0,
         micro_batch_size: int | None = None,
         entropy_coef: float = 0.0,
         max_grad_norm: float | None = 1.0,
+        guidance: Guidance | None = None,
         eval_num_generations: int = 1,
         eval_temperature: float = 0.0,
         eval_top_p: float = 1.0,
@@ -125,6 +137,9 @@ class GRPOMixin(EvaluationMixin):
                f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train on stale "
                "samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
         _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
+        _check(refill_rounds >= 0, f"refill_rounds must be >= 0, got {refill_rounds}")
+        _check(not (refill_rounds and guidance), "refill_rounds (dynamic sampling) cannot be combined with a "
+               "guidance (zoo.hybrid) yet: a hybrid's rows would join the batch's own groups but not its refills")
         self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
         self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
         self.epsilon, self.epsilon_high = epsilon, epsilon_high
@@ -132,10 +147,13 @@ class GRPOMixin(EvaluationMixin):
         self.kl_bias_correction = kl_bias_correction
         self.num_iterations, self.mask_truncated = num_iterations, mask_truncated
         self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
+        self.refill_rounds = refill_rounds
         self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
         self.accumulate_grad_batches = 1
-        self._window: list[tuple[Rollout, Tensor]] = []  # scored batches of the accumulation window
+        self._window: list[list[Drawn]] = []  # scored batches (with refill rounds) of the accumulation window
         self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
+        self.guidance = guidance or Guidance()
+        self.guidance.attach(self)
 
     def connect(self, model) -> None:
         """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
@@ -154,40 +172,31 @@ class GRPOMixin(EvaluationMixin):
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
-        module, means = self.lightning_module, Means()
-        start = time.perf_counter()
-        rollout = module.sample(batch, self.num_generations, max_new_tokens=self.max_new_tokens,
-                                temperature=self.temperature, top_p=self.top_p, seed=self._sampling_seed())
-        sampled = time.perf_counter()
-        rewards = self._verify(rollout)
-        totals = torch.tensor([r.total for r in rewards]).view(len(batch), -1)  # [B, G]
+        if (supervised := self.guidance.step(self, batch, batch_idx)) is not None:
+            return supervised
+        means, start = Means(), time.perf_counter()
+        drawn = self._draw(batch, means)  # the batch's rollout, then its refill rounds (dynamic sampling)
+        rollout, rewards = drawn[0].rollout, drawn[0].rewards
         means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
+        tokens = sum(d.tokens for d in drawn)
+        self._window.append([self._guided(drawn[0], means), *drawn[1:]])  # a hybrid's rows added
         scored = time.perf_counter()
-        self._window.append((rollout, totals))
         out = {"rollout": rollout, "rewards": rewards}
         if self._steps_now(batch_idx):  # the window is complete: train on all its batches
             window, self._window = self._window, []
             out["loss"] = self._update(window, means)
-        done = time.perf_counter()
-        tokens = rollout.prompts.tensors["attention_mask"].sum() * self.num_generations
-        tokens = tokens + rollout.completion_mask.sum()
-        for name, value in (("sample_s", sampled - start), ("score_s", scored - sampled),
-                            ("train_s", done - scored), ("tokens_per_s", float(tokens) / (done - start))):
+        done, sample_s = time.perf_counter(), sum(d.sample_s for d in drawn)
+        for name, value in (("sample_s", sample_s), ("score_s", scored - start - sample_s),
+                            ("train_s", done - scored), ("tokens_per_s", tokens / (done - start))):
             means.add(f"perf/{name}", value)
         return out | {"metrics": means.result()}
-
-    def _sampling_seed(self) -> int:
-        """Seed of this step's sampling noise: the run's seed (`seed_everything`) and the global step, so
-        it is the same on every rank and after a resume."""
-        base = int(os.environ.get("PL_GLOBAL_SEED", 0))
-        return base * 2**32 + self.lightning_module.trainer.global_step
 
     def _steps_now(self, batch_idx: int) -> bool:
         """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
         last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
         return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
 
-    def _update(self, window: list[tuple[Rollout, Tensor]], means: Means) -> Tensor:
+    def _update(self, window: list[list[Drawn]], means: Means) -> Tensor:
         """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches of its
         kept rows: the update of one batch holding all the window's groups, on any number of ranks."""
         parts = self._parts(window)
@@ -206,19 +215,19 @@ class GRPOMixin(EvaluationMixin):
             skipped += self._optimizer_step(means)
         means.add("train/grpo/skipped_steps", skipped)
         means.add("train/grpo/loss", total.item())
-        add_window_metrics(means, parts, [totals for _, totals in window])
+        add_window_metrics(means, parts, [d.totals for batch in window for d in batch])
         return total
 
-    def _parts(self, window: list[tuple[Rollout, Tensor]]) -> list[Part]:
-        """The window's batches with their advantages, kept rows, masks, micro-batch plans, loss divisors and
+    def _parts(self, window: list[list[Drawn]]) -> list[Part]:
+        """The window's rollouts with their advantages, kept rows, masks, micro-batch plans, loss divisors and
         the old / reference log-probs they need."""
-        totals = [t for _, t in window]
-        advantages = self._advantages(totals)
-        parts = [make_part(rollout, t, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
-                 for (rollout, t), adv in zip(window, advantages, strict=True)]
+        drawn = [d for batch in window for d in batch]
+        advantages = self._advantages(drawn)
+        parts = [make_part(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
+                 for d, adv in zip(drawn, advantages, strict=True)]
         counts = self.reduce(torch.tensor([part.counts for part in parts], device=self.root_device),
-                             reduce_op="sum")  # [k, 2] over all ranks
-        divisors = F.window_normalisers(self.loss_type, counts.cpu(), self.max_new_tokens)
+                             reduce_op="sum")  # [P, 2] over all ranks
+        divisors = batch_divisors(self.loss_type, counts.cpu(), [len(batch) for batch in window], self.max_new_tokens)
         chunks = torch.tensor([chunk_count(part.rows, self.micro_batch_size) for part in parts],
                               device=self.root_device)
         chunks = self.reduce(chunks, reduce_op="max").tolist()  # [k], the same on every rank
@@ -226,19 +235,22 @@ class GRPOMixin(EvaluationMixin):
             part.plan = plan_micro_batches(part.rows, self.micro_batch_size, int(count))
             part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
             if self.num_iterations > 1:
-                part.old = self._no_grad_log_probs(part.rollout, part.plan, reference=False)
+                part.old = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=False)
             if self.beta > 0:
-                part.ref = self._no_grad_log_probs(part.rollout, part.plan, reference=True)
+                part.ref = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=True)
+        self.guidance.prepare(self, parts)
         return parts
 
-    def _advantages(self, totals: list[Tensor]) -> list[Tensor]:
-        """``[N]`` advantages of each batch; ``batch`` scaling uses the std over every batch of the window on
-        every rank."""
+    def _advantages(self, drawn: list[Drawn]) -> list[Tensor]:
+        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the window's
+        batches on every rank."""
+        totals = [d.totals for d in drawn]
         if self.scale_rewards != "batch":
             return window_advantages(totals, self.scale_rewards)
-        mine = torch.cat(totals)  # [kB, G]
-        everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*kB, G]
-        return window_advantages(totals, "batch", everyone, offset=self.global_rank * len(mine))
+        mine = torch.cat([torch.cat([d.totals, d.members[:, None].to(d.totals)], dim=1) for d in drawn])  # [R, G+1]
+        everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*R, G+1]
+        return window_advantages(totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine),
+                                 members=everyone[:, -1].bool())
 
     def _sync_context(self, last: bool):
         """Skip the gradient all-reduce on every backward pass of the window but the last. It wraps the
@@ -247,19 +259,6 @@ class GRPOMixin(EvaluationMixin):
             return nullcontext()
         return self.block_backward_sync()
 
-    @torch.no_grad()
-    def _no_grad_log_probs(self, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
-        module, out = self.lightning_module, None
-        for chunk, _ in plan:
-            if reference:
-                logps = module.reference_log_probs(rollout, chunk)
-            else:
-                logps = module.token_log_probs(rollout, chunk)[0]
-            if out is None:  # [N, L] in the log-probs' own dtype
-                out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
-            out[chunk] = logps
-        return out
-
     def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
         """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
         logps, entropy = out["logps"], out["entropy"]  # [n, L]
@@ -267,6 +266,7 @@ class GRPOMixin(EvaluationMixin):
         old_logps = logps.detach() if part.old is None else part.old[rows]
         per_token, clipped = F.per_token_loss(logps, old_logps, part.advantages[rows], m, self.loss_type,
                                               self.epsilon, self.epsilon_high)
+        per_token, extra = self.guidance.adjust(self, part, rows, out, per_token, means)
         if part.ref is not None:
             kl = F.kl_penalty(logps, part.ref[rows], self.kl_estimator)
             if self.kl_bias_correction:  # importance weight of the samples, which came from pi_old
@@ -280,7 +280,7 @@ class GRPOMixin(EvaluationMixin):
             means.add("train/grpo/clip_frac", float(clipped.sum()) / tokens, tokens)
             if part.ref is not None:
                 means.add("train/grpo/kl", float((kl.detach() * m).sum()) / tokens, tokens)
-        return F.aggregate(per_token, m, self.loss_type, part.divisor)
+        return F.aggregate(per_token, m, self.loss_type, part.divisor) + extra
 
     def _beta(self) -> float:
         trainer = self.lightning_module.trainer

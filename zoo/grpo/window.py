@@ -18,6 +18,36 @@ from zoo.grpo.rollout import Rollout
 
 
 @dataclass
+class Drawn:
+    """One scored rollout of a batch: the batch's own, or a refill round's (dynamic sampling).
+
+    Attributes:
+        rollout: B prompts, G samples each.
+        rewards: The N rewards.
+        totals: Their totals ``[B, G]``.
+        keep: Groups that belong to the training batch ``[B]`` bool; None: all of them.
+        sample_s: Seconds spent sampling.
+    """
+
+    rollout: Rollout
+    rewards: list
+    totals: Tensor
+    keep: Tensor | None = None
+    sample_s: float = 0.0
+
+    @property
+    def members(self) -> Tensor:
+        """``keep``, or every group, ``[B]`` bool."""
+        return torch.ones(len(self.totals), dtype=torch.bool) if self.keep is None else self.keep
+
+    @property
+    def tokens(self) -> float:
+        """Prompt tokens (once per sample) and completion tokens."""
+        prompt = self.rollout.prompts.tensors["attention_mask"].sum() * self.rollout.num_generations
+        return float(prompt + self.rollout.completion_mask.sum())
+
+
+@dataclass
 class Part:
     """One batch of a window.
 
@@ -47,36 +77,61 @@ class Part:
         return [float(len(self.rows)), float(self.mask[self.rows].sum())]
 
 
-def make_part(rollout: Rollout, totals: Tensor, advantages: Tensor, filter_zero_variance: bool,
-              mask_truncated: bool) -> Part:
-    """A batch's kept rows (groups with equal rewards left out when filtering) and loss mask (completions
-    without an EOS left out with ``mask_truncated``)."""
-    rows = torch.arange(rollout.size)
+def make_part(drawn: Drawn, advantages: Tensor, filter_zero_variance: bool, mask_truncated: bool) -> Part:
+    """A rollout's kept rows (those of its groups in the batch, minus groups with equal rewards when filtering)
+    and loss mask (completions without an EOS left out with ``mask_truncated``)."""
+    rollout, keep = drawn.rollout, drawn.members  # [B]
     if filter_zero_variance:
-        keep = ~F.zero_std_groups(totals).repeat_interleave(rollout.num_generations)  # [N]
-        rows = torch.nonzero(keep).flatten()
+        keep = keep & ~F.zero_std_groups(drawn.totals)
+    rows = torch.nonzero(keep.repeat_interleave(rollout.num_generations)).flatten()  # [n]
     mask = rollout.completion_mask.clone()  # [N, L]
     if mask_truncated:
         mask[rollout.truncated] = False
     return Part(rollout, advantages, mask, rows)
 
 
-def window_advantages(totals: list[Tensor], scale: str, everyone: Tensor | None = None,
-                      offset: int = 0) -> list[Tensor]:
-    """``[N]`` advantages of each batch of a window from its ``[B, G]`` rewards.
+def window_advantages(totals: list[Tensor], scale: str, everyone: Tensor | None = None, offset: int = 0,
+                      members: Tensor | None = None) -> list[Tensor]:
+    """``[N]`` advantages of each rollout of a window from its ``[B, G]`` rewards.
 
     Args:
-        totals: Rewards of each batch of this rank.
+        totals: Rewards of each rollout of this rank.
         scale: ``scale_rewards``.
-        everyone: For ``batch`` scaling, the rewards of every batch of every rank, ``[W * sum(B), G]``: the
-            std is taken over all of them.
+        everyone: For ``batch`` scaling, the rewards of every rollout of every rank, ``[W * sum(B), G]``: the
+            std is taken over those of ``members``.
         offset: Where this rank's rows start in ``everyone``.
+        members: Groups of ``everyone`` in the training batch ``[W * sum(B)]`` bool (None: all); the others
+            (left out by dynamic sampling) get advantage 0.
     """
     if scale != "batch":
         return [F.group_advantages(t, scale).flatten() for t in totals]
-    size = sum(len(t) for t in totals)
-    mine = F.group_advantages(everyone, "batch")[offset:offset + size]  # [sum(B), G]
+    members = torch.ones(len(everyone), dtype=torch.bool) if members is None else members
+    advantages = torch.zeros_like(everyone)  # [W * sum(B), G]
+    advantages[members] = F.group_advantages(everyone[members], "batch")
+    mine = advantages[offset:offset + sum(len(t) for t in totals)]  # [sum(B), G]
     return [a.flatten() for a in torch.split(mine, [len(t) for t in totals])]
+
+
+def batch_divisors(loss_type: str, counts: Tensor, sizes: list[int], max_new_tokens: int) -> list[float]:
+    """The divisor of each rollout's summed loss, from the kept rows and tokens of every rollout over all
+    ranks ``[P, 2]``; the window's batches hold ``sizes`` consecutive rollouts each (more than one with
+    dynamic sampling), and each batch counts as one in `zoo.grpo.functional.window_normalisers`."""
+    per_batch = torch.stack([c.sum(dim=0) for c in torch.split(counts, sizes)])  # [k, 2]
+    divisors = F.window_normalisers(loss_type, per_batch, max_new_tokens)
+    return [divisor for divisor, size in zip(divisors, sizes, strict=True) for _ in range(size)]
+
+
+@torch.no_grad()
+def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
+    """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of ``num_iterations > 1``)
+    or its frozen reference (``reference``), in the log-probs' own dtype; rows outside the plan are 0."""
+    out = None
+    for chunk, _ in plan:
+        logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
+        if out is None:
+            out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
+        out[chunk] = logps
+    return out
 
 
 def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[tuple[Tensor, float]]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import ast
 import configparser
+import importlib
 import inspect
+import json
 import re
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,22 +82,19 @@ def extras_needed(cls: type, extras: dict[str, set[str]]) -> list[str]:
 
 
 def rows() -> dict[str, list[tuple[str, ...]]]:
-    """Table rows per section: models, tasks, sources."""
-    from datamodules.sources.base import Source
-    from tasks import Task, answers
-    from tasks.discovery import discover
-    from zoo.policy import PolicyModule
+    """Table rows per section: models, tasks, sources (the classes of `found`, in its order)."""
+    from tasks import answers
 
-    extras = extras_requirements()
+    extras, classes = extras_requirements(), found()
     table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
-    for cls in discover("zoo", PolicyModule):
+    for cls in classes["models"]:
         table["models"].append((_path(cls), ",".join(sorted(cls.modalities)), " ".join(cls.tiny_checkpoints),
                                 _extras(cls, extras)))
-    for cls in discover("tasks", Task):
+    for cls in classes["tasks"]:
         default = _default(cls, "answer_format")
         formats = "/".join(f"{f}*" if f == default else f for f in answers.FORMATS)
         table["tasks"].append((_path(cls), cls.name, cls.modality, formats, _extras(cls, extras)))
-    for cls in discover("datamodules", Source):
+    for cls in classes["sources"]:
         table["sources"].append((_path(cls), cls.modality, _extras(cls, extras)))
     return table
 
@@ -119,15 +119,73 @@ def _extras(cls: type, extras: dict[str, set[str]]) -> str:
 HEADERS = {"models": ("class_path", "modalities", "tiny checkpoints", "extras"),
            "tasks": ("class_path", "name", "modality", "answer formats (* default)", "extras"),
            "sources": ("class_path", "modality", "extras")}
+#: Where a class of each section goes in a ``zoo fit`` configuration.
+CONFIG_KEYS = {"models": "model", "tasks": "data.init_args.tasks", "sources": "data.init_args.source"}
+Section = Literal["models", "tasks", "sources"]
 
 
-def print_catalog(file=None) -> None:
-    """Print one aligned table per section (to stdout by default)."""
+def list_catalog(section: Section | None = None) -> None:
+    """Every model, task and source of this install: what it is, the extras it needs, and how a config names it.
+
+    Args:
+        section: Print only this section.
+    """
+    print_catalog(sections=None if section is None else [section])
+
+
+def print_catalog(file=None, sections: list[str] | None = None) -> None:
+    """Print one aligned table per section (to stdout by default); under each row, the class's one-line
+    description and the configuration snippet that selects it (required arguments as ``<placeholders>``)."""
     file = file or sys.stdout
+    classes = found()
     for section, body in rows().items():
+        if sections is not None and section not in sections:
+            continue
         table = [HEADERS[section], *body]
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         print(f"{section}:", file=file)
-        for row in table:
-            print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=file)
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(table[0], widths, strict=True)).rstrip(), file=file)
+        for row, cls in zip(body, classes[section], strict=True):
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=file)
+            print(f"      {description(cls)}", file=file)
+            print(f"      {CONFIG_KEYS[section]}: {snippet(cls)}", file=file)
         print(file=file)
+
+
+def found() -> dict[str, list[type]]:
+    """The classes of each section, in the order of `rows`."""
+    from datamodules.sources.base import Source
+    from tasks import Task
+    from tasks.discovery import discover
+    from zoo.policy import PolicyModule
+
+    return {"models": discover("zoo", PolicyModule), "tasks": discover("tasks", Task),
+            "sources": discover("datamodules", Source)}
+
+
+def description(cls: type) -> str:
+    """The first sentence of the class's docstring, on one line."""
+    paragraph = " ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split())
+    sentence = re.match(r"(.+?[.:;])(?:\s|$)", paragraph)
+    return (sentence[1] if sentence else paragraph) or "(no description)"
+
+
+def snippet(cls: type) -> str:
+    """A one-line YAML value selecting ``cls``: its shortest import path, and its required arguments (a tiny
+    checkpoint for a model's ``pretrained``, else ``<name>`` placeholders)."""
+    package = cls.__module__.split(".")[0]
+    short = f"{package}.{cls.__name__}"
+    path = short if getattr(importlib.import_module(package), cls.__name__, None) is cls else _path(cls)
+    tiny = list(getattr(cls, "tiny_checkpoints", ()))
+    required = {name: tiny[0] if name == "pretrained" and tiny else f"<{name}>" for name in _required(cls)}
+    if not required:
+        return f"{{class_path: {path}}}"
+    shown = ", ".join(f"{name}: {json.dumps(value)}" for name, value in required.items())
+    return f"{{class_path: {path}, init_args: {{{shown}}}}}"
+
+
+def _required(cls: type) -> list[str]:
+    """Parameters without a default of the first ``__init__`` along the MRO that declares any."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in parameters if p.name != "self" and p.default is p.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -4,9 +4,9 @@ folder, or list the levels. Evaluate an export with ``zoo test --config configs/
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -56,35 +56,46 @@ def _mean(parts: list[dict], key: str) -> str:
     return f"{sum(values) / len(values):.3f}" if values else "-"
 
 
-def main(args: list[str]) -> None:
-    """``zoo pretext-bench export --out DIR [...]``, ``zoo pretext-bench levels`` or ``zoo pretext-bench report
-    --predictions FILE``."""
-    parser = argparse.ArgumentParser(prog="zoo pretext-bench", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    out = commands.add_parser("export", help="write the benchmark examples, media and manifest to a folder")
-    out.add_argument("--out", required=True, help="output folder")
-    out.add_argument("--tasks", nargs="+", help="task names, class names or name@level ids (default: all)")
-    out.add_argument("--levels", nargs="+", help="level names, e.g. 3x3 6clips (default: all)")
-    out.add_argument("--n", type=int, default=100, help="examples per task level")
-    out.add_argument("--seed", type=int, default=0, help="selects the examples and the default sources' items")
-    out.add_argument("--source", action="append", default=[], type=parse_source,
-                     help="a source for its modality instead of the synthetic default: class name or path, inline "
-                          "YAML/JSON {class_path: ..., init_args: {...}}, or a YAML file of that; repeatable")
-    out.add_argument("--answer-format", default="tags", choices=["tags", "boxed", "bare"])
-    out.add_argument("--think", action="store_true", help="ask for <think>...</think> before the answer")
-    commands.add_parser("levels", help="print every task's difficulty levels")
-    scores = commands.add_parser("report", help="a Markdown table of the scores per task level of a zoo test run")
-    scores.add_argument("--predictions", required=True, help="the predictions.jsonl a zoo test run wrote")
-    options = parser.parse_args(args)
-    if options.command == "report":
-        print(report(options.predictions))
-        return
-    if options.command == "levels":
-        for row in levels_table():
-            print("  ".join(row))
-        return
-    sources = {source_class(spec["class_path"]).modality: spec for spec in options.source}
-    common = {"answer_format": options.answer_format, "think": options.think}
-    manifest = export(options.out, select(options.tasks, options.levels), n=options.n, seed=options.seed,
-                      sources=sources, common=common)
+def export_benchmark(*, out: str, tasks: list[str] | None = None, levels: list[str] | None = None, n: int = 100,
+                     seed: int = 0, source: list[str] | None = None,
+                     answer_format: Literal["tags", "boxed", "bare"] = "tags", think: bool = False) -> Path:
+    """Write the benchmark's examples, media and manifest to a folder; returns the manifest's path.
+
+    Args:
+        out: The output folder.
+        tasks: Task names, class names or ``name@level`` ids (None: every task).
+        levels: Level names, e.g. ``[3x3, 6clips]`` (None: every level).
+        n: Examples per task level.
+        seed: Selects the examples and the default sources' items.
+        source: Sources replacing the synthetic default of their modality, each a class name or path, an
+            inline YAML/JSON ``{class_path: ..., init_args: {...}}``, or a YAML file of that.
+        answer_format: How the prompts ask for the answer: ``tags``, ``boxed`` or ``bare``.
+        think: Ask for ``<think>...</think>`` before the answer.
+    """
+    specs = [parse_source(value) for value in source or []]
+    sources = {source_class(spec["class_path"]).modality: spec for spec in specs}
+    manifest = export(out, select(tasks, levels), n=n, seed=seed, sources=sources,
+                      common={"answer_format": answer_format, "think": think})
     print(f"[zoo] pretext benchmark written to {manifest.parent} (manifest {manifest})")
+    return manifest
+
+
+def print_levels() -> None:
+    """Print every task's difficulty levels and their arguments."""
+    for row in levels_table():
+        print("  ".join(row))
+
+
+def print_report(*, predictions: str) -> None:
+    """Print a Markdown table of the scores per task level of a ``zoo test`` run on an export.
+
+    Args:
+        predictions: The ``predictions.jsonl`` that ``zoo test`` wrote.
+    """
+    print(report(predictions))
+
+
+#: ``zoo pretext-bench <command>``.
+COMMANDS = {"_help": "Export the fixed-seed pretext benchmark (every task at every level), list its levels, or "
+                     "report a zoo test run on it.",
+            "export": export_benchmark, "levels": print_levels, "report": print_report}

@@ -3,7 +3,6 @@ a PNG contact sheet with each example's media, prompt and answer, and the same t
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -12,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -249,12 +248,14 @@ def _recording(tasks: list[Task]) -> Iterator[dict[int, tuple[Example, Any]]]:
 
 
 def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
-    """The first ``n`` examples of ``split`` (``train`` or ``val``), as a run's first epoch gets them."""
-    datamodule.setup("fit" if split == "train" else "validate")
+    """The first ``n`` examples of ``split`` (``train``, ``val`` or ``test``), as a run's first epoch gets them."""
+    stage, loader = {"train": ("fit", "train_dataloader"), "val": ("validate", "val_dataloader"),
+                     "test": ("test", "test_dataloader")}[split]
+    datamodule.setup(stage)
     if hasattr(datamodule, "num_workers"):
         datamodule.num_workers = 0  # the same batches for any number of workers; items are recorded here
     by_name = dict(getattr(datamodule, "tasks", {}))
-    loader = datamodule.train_dataloader() if split == "train" else datamodule.val_dataloader()
+    loader = getattr(datamodule, loader)()
     if isinstance(loader, list) and not loader:
         raise ValueError(f"the data module has no {split} examples (val_size 0?)")
     out: list[Shown] = []
@@ -309,41 +310,35 @@ def build_data(args: list[str]):
     return build_section(parse_config(args), "data", LightningDataModule)
 
 
-def main(args: list[str]) -> None:
-    """``zoo preview``: draw the examples a configuration's run would train (or validate) on, without the
-    model, into a PNG contact sheet, and print their task, prompt and answer."""
-    parser = argparse.ArgumentParser(
-        prog="zoo preview", description=main.__doc__, allow_abbrev=False,
-        usage="zoo preview --config CONFIG [--config ...] [overrides] [--n N] [--out OUT] [--split {train,val}] "
-              "[--seed SEED] [--columns COLUMNS]",
-        epilog="Every other argument is read as by `zoo fit`: --config (repeatable), dotted overrides such as "
-               "--data.init_args.batch_size 4. Only the data section is built; nothing is downloaded or loaded.")
-    parser.add_argument("--n", type=_positive, default=16, help="examples to draw (default 16)")
-    parser.add_argument("--out", default="preview.png", help="PNG to write (default preview.png)")
-    parser.add_argument("--split", choices=("train", "val"), default="train",
-                        help="training examples of the first epoch, or the held-out ones (default train)")
-    parser.add_argument("--seed", type=int, help="the data module's seed (default: the configuration's)")
-    parser.add_argument("--columns", type=_positive, default=4, help="tiles per row of the sheet (default 4)")
-    options, rest = parser.parse_known_args(args)
-    if options.seed is not None:
-        rest += ["--data.init_args.seed", str(options.seed)]
-    datamodule = build_data(rest)
+def preview(fit_args: list[str] | None = None, n: int = 16, out: str = "preview.png",
+            split: Literal["train", "val", "test"] = "train", seed: int | None = None, columns: int = 4) -> None:
+    """Draw the examples a configuration's run would train (or validate, or test) on into a PNG contact sheet.
+
+    Only the ``data`` section of the configuration is built: no model is loaded, nothing is downloaded. Each
+    example's media, prompt and answer are drawn and printed, and skipped items are counted.
+
+    Args:
+        fit_args: Every other argument, read as by ``zoo fit``: ``--config`` (repeatable) and dotted overrides
+            such as ``--data.init_args.batch_size 4``.
+        n: Examples to draw.
+        out: The PNG to write.
+        split: The training examples of the first epoch, or the validation or test examples.
+        seed: The data module's seed (None: the configuration's).
+        columns: Tiles per row of the sheet.
+    """
+    for name, value in (("n", n), ("columns", columns)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    datamodule = build_data(list(fit_args or []) + ([] if seed is None else ["--data.init_args.seed", str(seed)]))
     try:
-        items = draw(datamodule, options.n, options.split)
+        items = draw(datamodule, n, split)
     except (ValueError, RuntimeError) as err:  # what the run would stop on too: too few items, a broken source
-        raise SystemExit(f"[zoo] preview: cannot draw {options.split} examples: {err}") from err
+        raise SystemExit(f"[zoo] preview: cannot draw {split} examples: {err}") from err
     for number, item in enumerate(items):
         print(describe(item, number))
-    contact_sheet(items, options.columns).save(options.out)
+    contact_sheet(items, columns).save(out)
     skips = getattr(datamodule, "skip_counts", {})
     for (source, kind), count in sorted(skips.items()):
         print(f"[zoo] preview: skipped {count} item(s) of {source}: {kind}")
-    short = f" (asked for {options.n}: the {options.split} split holds no more)" if len(items) < options.n else ""
-    print(f"[zoo] preview: {len(items)} {options.split} examples{short} -> {options.out}")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+    short = f" (asked for {n}: the {split} split holds no more)" if len(items) < n else ""
+    print(f"[zoo] preview: {len(items)} {split} examples{short} -> {out}")

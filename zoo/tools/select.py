@@ -6,7 +6,6 @@ written to a file `datamodules.SelectedItems` reads back as a source."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -69,44 +68,60 @@ def policy_sampler(module, n: int, max_new_tokens: int, temperature: float, top_
     return sample
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zoo select", description=main.__doc__, allow_abbrev=False,
-        usage="zoo select --config CONFIG [--config ...] [overrides] [--n N] [--out OUT] [--lo LO] [--hi HI] "
-              "[--top TOP] [--part PART] [--passes PASSES] [--seed SEED] [--device DEVICE]",
-        epilog="Every other argument is read as by `zoo fit` (--config, dotted overrides); the model and data "
-               "sections are built, sampling settings default to the strategy's. Read the file back with "
-               "datamodules.SelectedItems (part: kept as source, part: held_out as val_source).")
-    parser.add_argument("--n", type=int, default=8, help="completions per example (default 8)")
-    parser.add_argument("--out", default="selection.json", help="file to write (default selection.json)")
-    parser.add_argument("--lo", type=float, default=0.0, help="keep pass rates above this (default 0)")
-    parser.add_argument("--hi", type=float, default=1.0, help="keep pass rates below this (default 1)")
-    parser.add_argument("--top", type=float, help="instead keep this share of the items, highest p(1-p) first")
-    parser.add_argument("--part", default="accuracy", help="reward part averaged into a pass rate")
-    parser.add_argument("--passes", type=int, default=1, help="passes over the training items (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    return parser
-
-
-def _check(options) -> None:
-    if options.n < 1 or options.passes < 1:
+def _check(n: int, passes: int, lo: float, hi: float, top: float | None) -> None:
+    if n < 1 or passes < 1:
         raise SystemExit("[zoo] select: --n and --passes must be >= 1")
-    if not 0 <= options.lo < options.hi <= 1 or (options.top is not None and not 0 < options.top <= 1):
+    if not 0 <= lo < hi <= 1 or (top is not None and not 0 < top <= 1):
         raise SystemExit("[zoo] select: need 0 <= --lo < --hi <= 1 and --top in (0, 1]")
 
 
-def main(args: list[str]) -> None:
-    """``zoo select``: score every training item of a configuration by its base policy's pass rate over n
-    sampled completions, and write the items worth training on (neither always nor never solved)."""
+def select(fit_args: list[str] | None = None, n: int = 8, out: str = "selection.json", lo: float = 0.0,
+           hi: float = 1.0, top: float | None = None, part: str = "accuracy", passes: int = 1, seed: int = 0,
+           device: str | None = None) -> None:
+    """Score every training item by its base policy's pass rate over n samples; keep those worth training on.
+
+    The configuration's model and data sections are built (sampling settings default to the strategy's); the
+    items neither always nor never solved are written to a file that `datamodules.SelectedItems` reads back
+    (``part: kept`` as the source, ``part: held_out`` as the val_source).
+
+    Args:
+        fit_args: Every other argument, read as by ``zoo fit``: ``--config`` (repeatable) and dotted overrides.
+        n: Completions per example.
+        out: The file to write.
+        lo: Keep pass rates above this.
+        hi: Keep pass rates below this.
+        top: Instead keep this share of the items, highest p(1-p) first.
+        part: The reward part averaged into a pass rate.
+        passes: Passes over the training items.
+        seed: The sampling seed.
+        device: Where the policy samples (None: cuda when available, else cpu).
+    """
+    from zoo.tools.preview import parse_config
+
+    _check(n, passes, lo, hi, top)
+    config = parse_config(list(fit_args or []))
+    datamodule, module, grpo = _build(config, device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    sample = policy_sampler(module, n, grpo.get("max_new_tokens", 256), grpo.get("temperature", 1.0),
+                            grpo.get("top_p", 1.0), seed)
+    rates = score_items(datamodule, sample, part, passes)
+    settings = {"n": n, "part": part, "passes": passes, "seed": seed,
+                "model": str(config.model.init_args.get("pretrained", "")),
+                **{k: grpo.get(k) for k in ("max_new_tokens", "temperature", "top_p")}}
+    result = selection(datamodule, rates, settings, lo=lo, hi=hi, top=top)
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
+    for modality, entry in result["modalities"].items():
+        print(f"[zoo] select: {modality}: kept {len(entry['kept'])} of {len(entry['pass_rates'])} scored items "
+              f"({datamodule.training_items[modality]} training items) -> {out}")
+
+
+def _build(config, device: str) -> tuple:
+    """The data module (one pass over every training item), the policy on ``device`` and the strategy's
+    settings of a parsed configuration."""
     from lightning import LightningDataModule
 
     from zoo.policy import PolicyModule
-    from zoo.tools.preview import build_section, parse_config
+    from zoo.tools.preview import build_section
 
-    options, rest = _parser().parse_known_args(args)
-    _check(options)
-    config = parse_config(rest)
     datamodule = build_section(config, "data", LightningDataModule, "select")
     if not hasattr(datamodule, "item_splits"):
         raise SystemExit(f"[zoo] select: needs a datamodules.PretextDataModule, got {type(datamodule).__name__}")
@@ -114,16 +129,6 @@ def main(args: list[str]) -> None:
     grpo = init.as_dict() if hasattr(init, "as_dict") else dict(init)
     module = build_section(config, "model", PolicyModule, "select")
     module.configure_model()
-    module.to(options.device)
+    module.to(device)
     datamodule.epoch_size = sum(datamodule.training_items.values())  # one pass: every item of a single source once
-    sample = policy_sampler(module, options.n, grpo.get("max_new_tokens", 256), grpo.get("temperature", 1.0),
-                            grpo.get("top_p", 1.0), options.seed)
-    rates = score_items(datamodule, sample, options.part, options.passes)
-    settings = {"n": options.n, "part": options.part, "passes": options.passes, "seed": options.seed,
-                "model": str(config.model.init_args.get("pretrained", "")), **{k: grpo.get(k) for k in
-                ("max_new_tokens", "temperature", "top_p")}}
-    result = selection(datamodule, rates, settings, lo=options.lo, hi=options.hi, top=options.top)
-    Path(options.out).write_text(json.dumps(result, indent=1) + "\n")
-    for modality, entry in result["modalities"].items():
-        print(f"[zoo] select: {modality}: kept {len(entry['kept'])} of {len(entry['pass_rates'])} scored items "
-              f"({datamodule.training_items[modality]} training items) -> {options.out}")
+    return datamodule, module, grpo

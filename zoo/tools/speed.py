@@ -8,7 +8,6 @@ second, peak memory; for zoo also the sample / score / train split; and the zoo/
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -18,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -26,7 +25,22 @@ import torch
 
 @dataclass
 class Settings:
-    """What both frameworks run with."""
+    """What both frameworks run with.
+
+    Args:
+        model: The policy: a hub id, a local directory or ``tiny:<family>`` (`zoo.tiny`).
+        prompts: Prompts per step.
+        generations: Completions sampled per prompt.
+        max_new_tokens: Completion length (sampling stops at EOS, or here).
+        steps: Timed steps, after the warm-up.
+        warmup: Steps run first and not timed.
+        lr: AdamW learning rate.
+        dtype: Model dtype: float32, bfloat16 or float16.
+        image_size: Side of the synthetic square images, in pixels.
+        seed: Selects the prompts and seeds the sampling.
+        share_prefix: zoo only: prefill each prompt once (TRL repeats prompts G times).
+        cache_implementation: zoo only: ``dynamic`` or ``static`` KV cache for sampling.
+    """
 
     model: str = "tiny:qwen2_5_vl"
     prompts: int = 4
@@ -38,8 +52,8 @@ class Settings:
     dtype: str = "float32"
     image_size: int = 56
     seed: int = 0
-    share_prefix: bool = True  # zoo only: prefill each prompt once (TRL repeats prompts G times)
-    cache_implementation: str = "dynamic"  # zoo only: dynamic or static KV cache for sampling
+    share_prefix: bool = True
+    cache_implementation: str = "dynamic"
 
 
 def _task():
@@ -184,43 +198,45 @@ def table(summaries: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def _child(framework: str, settings: Settings, out: Path) -> None:
+@dataclass
+class Speed(Settings):
+    """GRPO steps of zoo and of TRL's GRPOTrainer side by side, on the same model, prompts and settings.
+
+    Each framework runs in a subprocess of its own; the table gives the median seconds per step after the
+    warm-up, completion tokens per second, peak memory and the zoo/TRL speed ratio.
+
+    Args:
+        frameworks: The frameworks to run, in order: ``zoo``, ``trl`` (the ``bench`` extra).
+        json: Also write the settings and the summaries to this file.
+    """
+
+    frameworks: list[str] = field(default_factory=lambda: ["zoo", "trl"])
+    json: str | None = None
+
+    def __call__(self) -> dict[str, dict]:
+        unknown = sorted(set(self.frameworks) - set(RUNNERS))
+        if unknown:
+            raise ValueError(f"unknown frameworks {unknown}; choose from {sorted(RUNNERS)}")
+        settings = Settings(**{f.name: getattr(self, f.name) for f in fields(Settings)})
+        summaries = {}
+        for framework in self.frameworks:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "result.json"
+                command = [sys.executable, "-m", "zoo.tools.speed", framework, str(out), json.dumps(asdict(settings))]
+                subprocess.run(command, check=True, cwd=tmp)
+                summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
+        print(f"settings: {asdict(settings)}")
+        print(table(summaries))
+        if self.json:
+            Path(self.json).write_text(json.dumps({"settings": asdict(settings), "results": summaries}, indent=2))
+        return summaries
+
+
+def _child(framework: str, out: Path, settings: Settings) -> None:
+    """One framework's steps, in the subprocess `Speed` starts."""
     torch.set_num_threads(int(os.environ.get("ZOO_SPEED_THREADS", torch.get_num_threads())))
     out.write_text(json.dumps(RUNNERS[framework](settings)))
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict]:
-    parser = argparse.ArgumentParser(prog="zoo speed", description=__doc__.split("\n\n")[0])
-    for name, default in asdict(Settings()).items():
-        kind = (lambda text: text.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
-    parser.add_argument("--frameworks", default="zoo,trl", help="comma-separated: zoo, trl")
-    parser.add_argument("--json", help="also write the summaries to this file")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--child-out", help=argparse.SUPPRESS)
-    args = vars(parser.parse_args(argv))
-    frameworks, json_out = args.pop("frameworks").split(","), args.pop("json")
-    child, child_out = args.pop("child"), args.pop("child_out")
-    settings = Settings(**args)
-    if child:
-        _child(child, settings, Path(child_out))
-        return {}
-    summaries = {}
-    for framework in frameworks:
-        if framework not in RUNNERS:
-            parser.error(f"unknown framework {framework!r}; choose from {sorted(RUNNERS)}")
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "result.json"
-            command = [sys.executable, "-m", "zoo.tools.speed", *(argv if argv is not None else sys.argv[1:]),
-                       "--child", framework, "--child-out", str(out)]
-            subprocess.run(command, check=True, cwd=tmp)
-            summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
-    print(f"settings: {asdict(settings)}")
-    print(table(summaries))
-    if json_out:
-        Path(json_out).write_text(json.dumps({"settings": asdict(settings), "results": summaries}, indent=2))
-    return summaries
-
-
 if __name__ == "__main__":
-    main()
+    _child(sys.argv[1], Path(sys.argv[2]), Settings(**json.loads(sys.argv[3])))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from datamodules import SyntheticRGBD
 from tasks import DepthOrder
-from zoo.tools.repro.transfer import Stage, TransferArm, downstream, run_transfer_claim, seed_stats, transfer_parser
+from zoo.tools.repro.transfer import Stage, TransferArm, TransferOptions, downstream, run_transfer_claim, seed_stats
 
 CLAIM = "graded (footrule) ordering rewards beat a binary exact-order reward, from the pretrained base " \
         "(Visual Jigsaw, VideoSSR)"
 STEPS = 150
+OPTIONS = TransferOptions(steps=STEPS)
 #: Declared before any run: held when the graded arm's held-out footrule beats the binary arm's by more than
 #: MARGIN and the seed spread.
 MARGIN = 0.03
@@ -47,12 +48,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
                        f"zero-variance groups at the start {zero[0]:.2f} vs {zero[1]:.2f}")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = transfer_parser("zoo repro base_graded", __doc__, STEPS, 50).parse_args(argv)
-    return run_transfer_claim(args, arms(), CLAIM, verdict, [("held-out footrule", footrule),
-                                                             ("held-out exact", lambda r: r["after"]["order"]["exact"]),
-                                                             ("downstream mean", downstream())])
-
-
-if __name__ == "__main__":
-    main()
+def main(options: TransferOptions) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    columns = [("held-out footrule", footrule), ("held-out exact", lambda r: r["after"]["order"]["exact"]),
+               ("downstream mean", downstream())]
+    return run_transfer_claim(options, arms(), CLAIM, verdict, columns)

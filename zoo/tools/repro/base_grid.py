@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from zoo.tools.repro.grid_transfer import task
-from zoo.tools.repro.transfer import Stage, TransferArm, run_transfer_claim, seed_stats, transfer_parser
+from zoo.tools.repro.transfer import Stage, TransferArm, TransferOptions, run_transfer_claim, seed_stats
 
 CLAIM = "training on 2x1 jigsaw pair questions lifts 3x1 accuracy, from the pretrained base (Jigsaw-R1)"
 STEPS = 150
+OPTIONS = TransferOptions(steps=STEPS)
 #: Declared before any run: held when the 2x1-trained arm's held-out 3x1 accuracy beats the base's by more than
 #: MARGIN and the seed spread (chance is 0.5).
 MARGIN = 0.05
@@ -40,11 +41,7 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
                        f"(gap {gap:+.3f}, needs > {bar:.3f}); its 2x1 accuracy {two[0]:.3f} ± {two[1]:.3f}")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = transfer_parser("zoo repro base_grid", __doc__, STEPS, 50).parse_args(argv)
-    return run_transfer_claim(args, arms(), CLAIM, verdict, [("held-out 2x1", grid("2x1")),
-                                                             ("held-out 3x1", grid("3x1"))])
-
-
-if __name__ == "__main__":
-    main()
+def main(options: TransferOptions) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_transfer_claim(options, arms(), CLAIM, verdict, [("held-out 2x1", grid("2x1")),
+                                                                 ("held-out 3x1", grid("3x1"))])

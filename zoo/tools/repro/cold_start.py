@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from datamodules import SyntheticRGBD
 from zoo.tools.repro.pretext_transfer import depth_order
-from zoo.tools.repro.transfer import Stage, TransferArm, downstream, run_transfer_claim, seed_stats, transfer_parser
+from zoo.tools.repro.transfer import Stage, TransferArm, TransferOptions, downstream, run_transfer_claim, seed_stats
 
 CLAIM = "an SFT cold start on pretext demonstrations before GRPO beats GRPO alone (Spatial-SSRL vs Jigsaw-R1)"
 STEPS = 150
+OPTIONS = TransferOptions(steps=STEPS)
 #: Declared before any run: held when the cold-start arm's held-out depth-order accuracy beats GRPO alone by more
 #: than MARGIN and the seed spread; "did not hold" otherwise (a gain of GRPO alone is Jigsaw-R1's side).
 MARGIN = 0.05
@@ -45,11 +46,7 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
                        f"{down[0]:.3f}")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = transfer_parser("zoo repro cold_start", __doc__, STEPS, 50).parse_args(argv)
-    return run_transfer_claim(args, arms(), CLAIM, verdict, [("held-out depth order", pretext),
-                                                             ("downstream mean", downstream())])
-
-
-if __name__ == "__main__":
-    main()
+def main(options: TransferOptions) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_transfer_claim(options, arms(), CLAIM, verdict, [("held-out depth order", pretext),
+                                                                 ("downstream mean", downstream())])

@@ -5,7 +5,6 @@ Trainer), with greedy held-out evaluations before and after training, and a plai
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import defaultdict
@@ -21,7 +20,9 @@ from tasks import Task
 
 MODEL = "tiny:qwen2_5_vl"
 #: Training metrics kept per step (besides every ``train/reward/<task>/<part>``).
-TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy")
+TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy",
+              "train/dynamic/rounds", "train/dynamic/groups_drawn", "train/dynamic/groups_kept",
+              "train/dynamic/cap_hit")
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Arm:
         entropy_coef: Token-entropy bonus.
         prompts: Prompts per step (B); each is sampled G=8 times.
         settings: Extra columns for the JSON rows (what the task and images are).
+        grpo: Further `zoo.grpo.GRPOStrategy` settings (e.g. ``refill_rounds``), also recorded in the row.
     """
 
     name: str
@@ -49,6 +51,7 @@ class Arm:
     entropy_coef: float = 0.0
     prompts: int = 8
     settings: dict = field(default_factory=dict)
+    grpo: dict = field(default_factory=dict)
 
 
 class Recorder(Callback):
@@ -106,21 +109,24 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
                                                                              weight_decay=0.0))
     data = PretextDataModule(arm.source, arm.task, batch_size=arm.prompts, val_size=val_size, seed=seed)
     recorder = Recorder(arm.name)
-    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef)
+    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef,
+                            **arm.grpo)
     trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, callbacks=[recorder],
                       num_sanity_val_steps=0, check_val_every_n_epoch=None, val_check_interval=steps + 1)
     before = evaluate(trainer, policy, recorder, arm, seed, val_size)
+    fit = time.perf_counter()
     if steps:
         trainer.fit(policy, data)
+    fit = time.perf_counter() - fit
     after = evaluate(trainer, policy, recorder, arm, seed, val_size) if steps else before
     train = {}
     for key in sorted({k for s in recorder.steps for k in s}):
         short = key.replace("train/reward/", "").replace("train/grpo/", "").replace("train/", "")
         train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
     return {"arm": arm.name, "seed": seed, "steps": steps, "lr": arm.lr, "beta": arm.beta,
-            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, "train": train,
-            "before": before, "after": after, "wall_s": time.perf_counter() - start,
+            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, **arm.grpo,
+            "train": train, "before": before, "after": after, "fit_s": fit, "wall_s": time.perf_counter() - start,
             "cpu_s": time.process_time() - cpu}
 
 
@@ -145,19 +151,17 @@ def table(rows: list[dict], train_keys: list[str], eval_parts: list[tuple[str, s
     return "\n".join(lines)
 
 
-def parser(prog: str, doc: str, steps: int) -> argparse.ArgumentParser:
-    """The options every claim takes: ``--steps``, ``--seeds``, ``--json``, ``--arms``, ``--val-size``."""
-    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=steps, help=f"GRPO steps per arm (default {steps}: the full "
-                                                              "CPU budget whose numbers docs/reproductions.md reports)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--arms", nargs="+", help="run only these arms (default: all)")
-    p.add_argument("--val-size", type=int, default=64, help="held-out items per evaluation set")
-    p.add_argument("--json", help="also write the rows and the verdict to this file")
-    p.add_argument("--merge", nargs="+", metavar="JSON", help="train nothing: print the table and verdict of "
-                                                               "the rows in these --json files (arms run apart)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (1 wastes less on a busy machine)")
-    return p
+@dataclass
+class Options:
+    """How `run_claim` runs a claim: the arguments of ``zoo repro`` (`zoo.tools.repro.repro`)."""
+
+    steps: int
+    seeds: list[int] = field(default_factory=lambda: [0])
+    arms: list[str] | None = None
+    val_size: int = 64
+    json: str | None = None
+    merge: list[str] | None = None
+    threads: int = 2
 
 
 def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, dict]]:
@@ -167,7 +171,7 @@ def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, d
     return [(s, by[first, s], by[second, s]) for s in seeds]
 
 
-def run_claim(args, arms: list[Arm], claim: str, verdict, train_keys: list[str],
+def run_claim(args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str],
               eval_parts: list[tuple[str, str]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
     (``held`` is None when the rows cannot decide it); write ``--json``."""

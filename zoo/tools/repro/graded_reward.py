@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from datamodules import SyntheticVideos
 from tasks import TemporalJigsaw
-from zoo.tools.repro.common import Arm, paired, parser, run_claim
+from zoo.tools.repro.common import Arm, Options, paired, run_claim
 
 CLAIM = ("graded (footrule) permutation rewards learn where a binary exact-order reward stalls "
          "(Visual Jigsaw 3x3 image, VideoSSR temporal jigsaw)")
 STEPS = 150
+OPTIONS = Options(steps=STEPS)
 CHANCE_FOOTRULE = 0.375  # mean footrule of a uniformly random order of 4: 1 - (4^2 - 1) / 3 / 8
 
 
@@ -53,12 +54,9 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, "; ".join(notes) + f" ({chance})" if notes else "needs both arms"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parser("zoo repro graded_reward", __doc__, STEPS).parse_args(argv)
-    return run_claim(args, arms(), CLAIM, verdict,
+def main(options: Options) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_claim(options, arms(), CLAIM, verdict,
                      ["temporal_jigsaw/footrule", "temporal_jigsaw/exact", "temporal_jigsaw/format", "frac_zero_std"],
                      [("jigsaw", "footrule"), ("jigsaw", "exact"), ("jigsaw", "format")])
 
-
-if __name__ == "__main__":
-    main()

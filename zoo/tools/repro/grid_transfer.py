@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import JigsawPair
-from zoo.tools.repro.common import Arm, parser, run_claim
+from zoo.tools.repro.common import Arm, Options, run_claim
 
 CLAIM = "training on 2x1 jigsaw pair questions transfers to 3x1 (Jigsaw-R1)"
 STEPS = 250
+OPTIONS = Options(steps=STEPS)
 CHANCE = 0.5
 MARGIN = 0.1  # 64 held-out answers at chance: standard deviation 0.06
 
@@ -44,11 +45,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, "; ".join(notes) + f" (chance {CHANCE}, held above {CHANCE + MARGIN})"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parser("zoo repro grid_transfer", __doc__, STEPS).parse_args(argv)
-    return run_claim(args, arms(), CLAIM, verdict, ["jigsaw_pair/accuracy", "frac_zero_std"],
+def main(options: Options) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_claim(options, arms(), CLAIM, verdict, ["jigsaw_pair/accuracy", "frac_zero_std"],
                      [("2x1", "accuracy"), ("3x1", "accuracy")])
 
-
-if __name__ == "__main__":
-    main()

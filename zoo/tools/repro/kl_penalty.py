@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from datamodules import SyntheticScenes
 from tasks import Rotation
-from zoo.tools.repro.common import Arm, paired, parser, run_claim
+from zoo.tools.repro.common import Arm, Options, paired, run_claim
 
 CLAIM = "dropping the KL penalty (beta 0, Visual Jigsaw) learns at least as fast as beta 0.04 (Jigsaw-R1)"
 STEPS = 300
+OPTIONS = Options(steps=STEPS)
 
 
 def arms() -> list[Arm]:
@@ -40,11 +41,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, "; ".join(notes) or "needs both arms"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parser("zoo repro kl_penalty", __doc__, STEPS).parse_args(argv)
-    return run_claim(args, arms(), CLAIM, verdict, ["reward", "frac_zero_std", "kl"],
+def main(options: Options) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
+    return run_claim(options, arms(), CLAIM, verdict, ["reward", "frac_zero_std", "kl"],
                      [("rotation", "accuracy")])
 
-
-if __name__ == "__main__":
-    main()

@@ -17,16 +17,17 @@ from zoo.tools.repro.transfer import (
     SFT_BATCH,
     Stage,
     TransferArm,
+    TransferOptions,
     downstream,
     run_transfer_claim,
     seed_stats,
-    transfer_parser,
 )
 
 CLAIM = "GRPO on a pretext task lifts held-out downstream accuracy over the base and over continued SFT " \
         "(Spatial-SSRL, SSL4RL)"
 STEPS = 60
 PROBE_EVERY = 30
+OPTIONS = TransferOptions(steps=STEPS, probe_every=PROBE_EVERY)
 #: Declared before any run: a pretext arm holds the claim when its mean downstream accuracy (over the four kinds
 #: and the seeds) beats both the base and the control by more than MARGIN and by more than the seed spread (the
 #: larger sample standard deviation of the two arms compared).
@@ -74,12 +75,9 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     return held, f"{base_note}; " + "; ".join(notes) if notes else "needs a pretext arm"
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = transfer_parser("zoo repro pretext_transfer", __doc__, STEPS, PROBE_EVERY).parse_args(argv)
+def main(options: TransferOptions) -> dict:
+    """Run the claim with ``options`` (`zoo.tools.repro.repro`)."""
     columns = [("downstream mean", downstream()), *[(k, downstream(k)) for k in
                                                      ("spatial", "counting", "depth", "temporal")]]
-    return run_transfer_claim(args, arms(), CLAIM, verdict, columns)
+    return run_transfer_claim(options, arms(), CLAIM, verdict, columns)
 
-
-if __name__ == "__main__":
-    main()

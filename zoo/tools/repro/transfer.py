@@ -18,7 +18,7 @@ from lightning.pytorch import Trainer, seed_everything
 from datamodules import PretextDataModule
 from datamodules.sources.base import Source
 from tasks import Task
-from zoo.tools.repro.common import Recorder, window
+from zoo.tools.repro.common import Options, Recorder, window
 from zoo.tools.repro.downstream import DownstreamProbe, downstream_scores
 
 BASE = "tiny:qwen2_5_vl_perception"
@@ -187,20 +187,25 @@ def plot_curves(rows: list[dict], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def transfer_parser(prog: str, doc: str, steps: int, probe_every: int):
-    """The options of `zoo.tools.repro.common.parser` (default seeds 0 1 2) plus ``--probe-every`` and ``--plot``."""
-    from zoo.tools.repro.common import parser
+@dataclass
+class TransferOptions(Options):
+    """`zoo.tools.repro.common.Options` of the transfer claims: three seeds, smaller held-out sets, one thread,
+    and the downstream curve.
 
-    p = parser(prog, doc, steps)
-    p.set_defaults(seeds=[0, 1, 2], val_size=32, threads=1)
-    p.add_argument("--probe-every", type=int, default=probe_every,
-                   help="steps between downstream evaluations during training (the curve)")
-    p.add_argument("--plot", help="write the downstream accuracy curves to this PNG")
-    return p
+    Args:
+        probe_every: Steps between downstream evaluations during training (the curve); 0: before and after only.
+        plot: Also write the downstream accuracy curves to this PNG.
+    """
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    val_size: int = 32
+    threads: int = 1
+    probe_every: int = 50
+    plot: str | None = None
 
 
-def run_transfer_claim(args, arms: list[TransferArm], claim: str, verdict, columns: list[tuple[str, object]],
-                       ) -> dict:
+def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: str, verdict,
+                       columns: list[tuple[str, object]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the per-seed rows, the
     summary over seeds and the verdict; write ``--json`` and ``--plot``."""
     import json

@@ -1,0 +1,79 @@
+"""One line for a user's mistake: which errors count as a bad configuration or input, and how `zoo.cli.main` words
+them (jsonargparse's nested reports and wrapped exceptions reduced to the key and the reason)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import traceback
+
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+#: Exceptions that mean a bad configuration, file or option (a bug raises other kinds, or inside a step).
+USER_ERRORS = (ValueError, OSError, ImportError, MisconfigurationException, argparse.ArgumentError)
+#: Functions whose failures happen while training or evaluating, not while setting up: their traceback is kept.
+STEP_FUNCTIONS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "backward",
+                            "optimizer_step"})
+#: How jsonargparse begins the reports it wraps around the error of a class it could not build.
+_WRAPPERS = ("Does not validate against any of", "Problem with given class_path")
+#: Lines of jsonargparse's nested reports that describe the search, not the problem.
+_SCAFFOLD = ("Does not validate", "Subtypes:", "Errors:", "Given value", "Subclass types expect", "- a class path",
+             "- a dict", "Not a valid subclass", "Expected a path but")
+_KEY = re.compile(r'Parser key "([^"]+)"')
+_CLASS = re.compile(r"Problem with given class_path '([^']+)'")
+
+
+def user_error(err: BaseException) -> str | None:
+    """The one line to print for ``err`` when it is a configuration or input mistake; None when a traceback
+    should show instead (other exception types, or anything raised inside a training or evaluation step)."""
+    if not isinstance(err, USER_ERRORS) or _inside_a_step(err):
+        return None
+    cause = err
+    while cause.__cause__ is not None and str(cause).startswith(_WRAPPERS):
+        cause = cause.__cause__
+    text = str(cause)
+    if isinstance(cause, argparse.ArgumentError) or text.startswith(("Parser key", *_WRAPPERS)):
+        return condense(text)
+    return " ".join(text.split()) or type(cause).__name__
+
+
+def condense(report: str) -> str:
+    """jsonargparse's report of a bad value, indented by nesting, as ``<keys> (<class>): <deepest reason>``."""
+    lines = [line for line in report.splitlines() if line.strip()]
+    if len(lines) == 1:
+        return _KEY.sub(r"\1", lines[0].strip(), count=1)
+    candidates = [i for i, line in enumerate(lines) if not _heading(line) and not _scaffold(line)]
+    if not candidates:
+        return " ".join(report.split())
+    at = max(candidates, key=lambda i: (_indent(lines[i]), -i))  # the deepest, first among equals
+    keys, classes, depth = [], [], _indent(lines[at])
+    for line in reversed(lines[:at]):
+        if _indent(line) < depth:
+            depth = _indent(line)
+            keys += _KEY.findall(line)
+            classes += _CLASS.findall(line)
+    where = ".".join(reversed(keys)) + (f" ({classes[0]})" if classes else "")
+    reason = lines[at].strip().removeprefix("- ")
+    return f"{where}: {reason}" if where else reason
+
+
+def _inside_a_step(err: BaseException) -> bool:
+    seen, cause = set(), err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if any(frame.f_code.co_name in STEP_FUNCTIONS for frame, _ in traceback.walk_tb(cause.__traceback__)):
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _heading(line: str) -> bool:
+    return bool(_KEY.search(line) or _CLASS.search(line))
+
+
+def _scaffold(line: str) -> bool:
+    return line.strip().removeprefix("- ").startswith(_SCAFFOLD) or line.strip().startswith(_SCAFFOLD)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
