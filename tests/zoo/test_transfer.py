@@ -105,3 +105,13 @@ def test_zoo_test_scores_the_synthetic_questions(tmp_path, monkeypatch):
         (logged,) = [{k: float(v) for k, v in r.items() if v} for r in csv.DictReader(f)]
     right = sum(r["parts"]["accuracy"] for r in rows) / 8
     assert logged["test/accuracy"] == pytest.approx(right)
+
+
+def test_base_cache_key_follows_the_recipe(monkeypatch):
+    """A change to the base's steps, learning rate or batch builds a new base, not the cached one."""
+    keys = {perception_base.key()}
+    for name, value in (("STEPS", 4), ("LR", 5e-4), ("BATCH", 8)):
+        monkeypatch.setattr(perception_base, name, value)
+        keys.add(perception_base.key())
+    assert len(keys) == 4
+    assert perception_base.resolve().endswith(f"qwen2_5_vl_perception-{perception_base.key()}")
