@@ -10,18 +10,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import torch
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo.devices import FSDP2, OneDevice
 from zoo.grpo import functional as F
 from zoo.grpo.dynamic import SamplingMixin
 from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.guidance import Guidance
 from zoo.grpo.metrics import Means
-from zoo.grpo.rollout import Rollout
 from zoo.grpo.window import (
     Drawn,
     Part,
@@ -316,7 +316,7 @@ def _check(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
-class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
+class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):
     """GRPO on one device (CPU or one GPU).
 
     Args:
@@ -324,19 +324,7 @@ class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
         **kwargs: GRPO settings (see `GRPOMixin`) and `SingleDeviceStrategy` arguments.
     """
 
-    def __init__(self, device: str | None = None, **kwargs):
-        super().__init__(device=device or "cpu", **kwargs)
-        self.parallel_devices = None if device is None else [self._root_device]  # the trainer fills None
-
-    @property
-    def root_device(self) -> torch.device:
-        return self.parallel_devices[0] if self.parallel_devices else self._root_device
-
-    def setup_environment(self) -> None:
-        if self.parallel_devices and len(self.parallel_devices) > 1:
-            raise ValueError(f"GRPOStrategy trains on one device but the trainer has {len(self.parallel_devices)}; "
-                             "use zoo.grpo.GRPODDPStrategy")
-        super().setup_environment()
+    parallel = "zoo.grpo.GRPODDPStrategy"
 
 
 class GRPODDPStrategy(GRPOMixin, DDPStrategy):
@@ -348,7 +336,7 @@ class GRPODDPStrategy(GRPOMixin, DDPStrategy):
     """
 
 
-class GRPOFSDPStrategy(GRPOMixin, ModelParallelStrategy):
+class GRPOFSDPStrategy(FSDP2, GRPOMixin, ModelParallelStrategy):
     """GRPO over FSDP2: parameters, gradients and optimizer states sharded across all ranks (Lightning's
     `ModelParallelStrategy` with a data-parallel mesh over every process; the policy shards its blocks in
     ``configure_model``). Generation gathers the parameters once per rollout. Checkpoints are distributed
@@ -361,40 +349,3 @@ class GRPOFSDPStrategy(GRPOMixin, ModelParallelStrategy):
         **kwargs: GRPO settings (see `GRPOMixin`) and `ModelParallelStrategy` arguments
             (``save_distributed_checkpoint``, ``process_group_backend``, ``timeout``).
     """
-
-    def __init__(self, param_dtype: str | None = None, reduce_dtype: str | None = "float32", **kwargs):
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, **kwargs)
-        for name, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
-            _check(value is None or isinstance(getattr(torch, value, None), torch.dtype),
-                   f"{name} must name a torch dtype such as 'bfloat16', got {value!r}")
-        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
-
-    @property
-    def fsdp_kwargs(self) -> dict:
-        """Keyword arguments of ``fully_shard`` for the policy's blocks (the mixed-precision policy)."""
-        if self.param_dtype is None:
-            return {}
-        from torch.distributed.fsdp import MixedPrecisionPolicy
-
-        reduce = getattr(torch, self.reduce_dtype) if self.reduce_dtype else None
-        return {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, self.param_dtype),
-                                                  reduce_dtype=reduce)}
-
-    def setup_environment(self) -> None:
-        self._data_parallel_size = self.world_size  # every process is a data-parallel shard
-        super().setup_environment()
-
-    def _sync_context(self, last: bool):
-        """Skip the gradient reduce-scatter on every micro-batch but the last."""
-        if last:
-            return nullcontext()
-        return _no_gradient_sync(self.lightning_module.model)
-
-
-@contextmanager
-def _no_gradient_sync(model):
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)
