@@ -123,23 +123,36 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check(num_generations >= 2, f"num_generations must be >= 2, got {num_generations}")
-        _check(temperature > 0, f"temperature must be > 0, got {temperature}")
-        _check(0 < top_p <= 1, f"top_p must be in (0, 1], got {top_p}")
-        _check(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        _check(loss_type in F.LOSSES, f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
-        _check(scale_rewards in F.SCALES, f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
-        _check(kl_estimator in F.KL_ESTIMATORS, f"kl_estimator must be one of {F.KL_ESTIMATORS}")
-        _check(beta_schedule in F.SCHEDULES, f"beta_schedule must be one of {F.SCHEDULES}")
-        _check(beta >= 0 and epsilon >= 0, "beta and epsilon must be >= 0")
-        _check(num_iterations >= 1, f"num_iterations must be >= 1, got {num_iterations}")
-        _check(num_iterations == 1 or F.LOSSES[loss_type].off_policy,
-               f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train on stale "
-               "samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
-        _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
-        _check(refill_rounds >= 0, f"refill_rounds must be >= 0, got {refill_rounds}")
-        _check(not (refill_rounds and guidance), "refill_rounds (dynamic sampling) cannot be combined with a "
-               "guidance (zoo.hybrid) yet: a hybrid's rows would join the batch's own groups but not its refills")
+        if num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2, got {num_generations}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if loss_type not in F.LOSSES:
+            raise ValueError(f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
+        if scale_rewards not in F.SCALES:
+            raise ValueError(f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
+        if kl_estimator not in F.KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {F.KL_ESTIMATORS}")
+        if beta_schedule not in F.SCHEDULES:
+            raise ValueError(f"beta_schedule must be one of {F.SCHEDULES}")
+        if beta < 0 or epsilon < 0:
+            raise ValueError("beta and epsilon must be >= 0")
+        if num_iterations < 1:
+            raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+        if num_iterations > 1 and not F.LOSSES[loss_type].off_policy:
+            raise ValueError(f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
+                             "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError("micro_batch_size must be >= 1 or None")
+        if refill_rounds < 0:
+            raise ValueError(f"refill_rounds must be >= 0, got {refill_rounds}")
+        if refill_rounds and guidance:
+            raise ValueError("refill_rounds (dynamic sampling) cannot be combined with a guidance (zoo.hybrid) yet: "
+                             "a hybrid's rows would join the batch's own groups but not its refills")
         self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
         self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
         self.epsilon, self.epsilon_high = epsilon, epsilon_high
@@ -162,8 +175,9 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         super().connect(model)
         trainer = model._trainer
         if trainer is not None and trainer.accumulate_grad_batches > 1:
-            _check(self.num_iterations == 1, "num_iterations > 1 reuses each rollout for several optimizer "
-                                             "steps; it cannot be combined with accumulate_grad_batches")
+            if self.num_iterations > 1:
+                raise ValueError("num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be "
+                                 "combined with accumulate_grad_batches")
             self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
 
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
@@ -310,11 +324,6 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         if scheduler is not None:
             scheduler.step()
         return not finite
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
 
 class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):
     """GRPO on one device (CPU or one GPU).
