@@ -92,7 +92,7 @@ def test_canned_policy_logs_hand_computed_accuracy_reward_and_pass_at_k(tmp_path
     data = PretextDataModule(SyntheticScenes(size=40, image_size=112), [Rotation(labels="letters", answer_format="bare",
                                                                   format_weight=0.5),
                                                          PatchPosition(answer_format="bare", format_weight=0.5)],
-                             batch_size=4, val_size=8)
+                             batch_size=4, val_size=8, test_size=8)
     calls = []
 
     def canned(examples, num_generations, **options):
@@ -136,7 +136,7 @@ def test_sampled_evaluation_is_reproducible_and_independent_of_the_run_seed(tmp_
         policy.configure_model()
         weights.append(torch.cat([p.detach().flatten() for p in policy.parameters()]))
         data = PretextDataModule(SyntheticScenes(size=40), Rotation(labels="letters", answer_format="bare"),
-                                 batch_size=2, val_size=4)
+                                 batch_size=2, val_size=4, test_size=4)
         _, rows = evaluate(policy, data, tmp_path / str(run), eval_num_generations=3, eval_temperature=1.0)
         completions.append([(r["uid"], r["sample"], r["completion"]) for r in rows])
     assert torch.equal(weights[0], weights[1])  # the same checkpoint

@@ -10,18 +10,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import torch
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo.devices import FSDP2, OneDevice
 from zoo.grpo import functional as F
 from zoo.grpo.dynamic import SamplingMixin
 from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.guidance import Guidance
 from zoo.grpo.metrics import Means
-from zoo.grpo.rollout import Rollout
 from zoo.grpo.window import (
     Drawn,
     Part,
@@ -123,23 +123,36 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check(num_generations >= 2, f"num_generations must be >= 2, got {num_generations}")
-        _check(temperature > 0, f"temperature must be > 0, got {temperature}")
-        _check(0 < top_p <= 1, f"top_p must be in (0, 1], got {top_p}")
-        _check(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        _check(loss_type in F.LOSSES, f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
-        _check(scale_rewards in F.SCALES, f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
-        _check(kl_estimator in F.KL_ESTIMATORS, f"kl_estimator must be one of {F.KL_ESTIMATORS}")
-        _check(beta_schedule in F.SCHEDULES, f"beta_schedule must be one of {F.SCHEDULES}")
-        _check(beta >= 0 and epsilon >= 0, "beta and epsilon must be >= 0")
-        _check(num_iterations >= 1, f"num_iterations must be >= 1, got {num_iterations}")
-        _check(num_iterations == 1 or F.LOSSES[loss_type].off_policy,
-               f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train on stale "
-               "samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
-        _check(micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1 or None")
-        _check(refill_rounds >= 0, f"refill_rounds must be >= 0, got {refill_rounds}")
-        _check(not (refill_rounds and guidance), "refill_rounds (dynamic sampling) cannot be combined with a "
-               "guidance (zoo.hybrid) yet: a hybrid's rows would join the batch's own groups but not its refills")
+        if num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2, got {num_generations}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if loss_type not in F.LOSSES:
+            raise ValueError(f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
+        if scale_rewards not in F.SCALES:
+            raise ValueError(f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
+        if kl_estimator not in F.KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {F.KL_ESTIMATORS}")
+        if beta_schedule not in F.SCHEDULES:
+            raise ValueError(f"beta_schedule must be one of {F.SCHEDULES}")
+        if beta < 0 or epsilon < 0:
+            raise ValueError("beta and epsilon must be >= 0")
+        if num_iterations < 1:
+            raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
+        if num_iterations > 1 and not F.LOSSES[loss_type].off_policy:
+            raise ValueError(f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
+                             "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError("micro_batch_size must be >= 1 or None")
+        if refill_rounds < 0:
+            raise ValueError(f"refill_rounds must be >= 0, got {refill_rounds}")
+        if refill_rounds and guidance:
+            raise ValueError("refill_rounds (dynamic sampling) cannot be combined with a guidance (zoo.hybrid) yet: "
+                             "a hybrid's rows would join the batch's own groups but not its refills")
         self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
         self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
         self.epsilon, self.epsilon_high = epsilon, epsilon_high
@@ -162,8 +175,9 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         super().connect(model)
         trainer = model._trainer
         if trainer is not None and trainer.accumulate_grad_batches > 1:
-            _check(self.num_iterations == 1, "num_iterations > 1 reuses each rollout for several optimizer "
-                                             "steps; it cannot be combined with accumulate_grad_batches")
+            if self.num_iterations > 1:
+                raise ValueError("num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be "
+                                 "combined with accumulate_grad_batches")
             self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
 
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
@@ -311,12 +325,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             scheduler.step()
         return not finite
 
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
-
-class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
+class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):
     """GRPO on one device (CPU or one GPU).
 
     Args:
@@ -324,19 +333,7 @@ class GRPOStrategy(GRPOMixin, SingleDeviceStrategy):
         **kwargs: GRPO settings (see `GRPOMixin`) and `SingleDeviceStrategy` arguments.
     """
 
-    def __init__(self, device: str | None = None, **kwargs):
-        super().__init__(device=device or "cpu", **kwargs)
-        self.parallel_devices = None if device is None else [self._root_device]  # the trainer fills None
-
-    @property
-    def root_device(self) -> torch.device:
-        return self.parallel_devices[0] if self.parallel_devices else self._root_device
-
-    def setup_environment(self) -> None:
-        if self.parallel_devices and len(self.parallel_devices) > 1:
-            raise ValueError(f"GRPOStrategy trains on one device but the trainer has {len(self.parallel_devices)}; "
-                             "use zoo.grpo.GRPODDPStrategy")
-        super().setup_environment()
+    parallel = "zoo.grpo.GRPODDPStrategy"
 
 
 class GRPODDPStrategy(GRPOMixin, DDPStrategy):
@@ -348,7 +345,7 @@ class GRPODDPStrategy(GRPOMixin, DDPStrategy):
     """
 
 
-class GRPOFSDPStrategy(GRPOMixin, ModelParallelStrategy):
+class GRPOFSDPStrategy(FSDP2, GRPOMixin, ModelParallelStrategy):
     """GRPO over FSDP2: parameters, gradients and optimizer states sharded across all ranks (Lightning's
     `ModelParallelStrategy` with a data-parallel mesh over every process; the policy shards its blocks in
     ``configure_model``). Generation gathers the parameters once per rollout. Checkpoints are distributed
@@ -361,40 +358,3 @@ class GRPOFSDPStrategy(GRPOMixin, ModelParallelStrategy):
         **kwargs: GRPO settings (see `GRPOMixin`) and `ModelParallelStrategy` arguments
             (``save_distributed_checkpoint``, ``process_group_backend``, ``timeout``).
     """
-
-    def __init__(self, param_dtype: str | None = None, reduce_dtype: str | None = "float32", **kwargs):
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, **kwargs)
-        for name, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
-            _check(value is None or isinstance(getattr(torch, value, None), torch.dtype),
-                   f"{name} must name a torch dtype such as 'bfloat16', got {value!r}")
-        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
-
-    @property
-    def fsdp_kwargs(self) -> dict:
-        """Keyword arguments of ``fully_shard`` for the policy's blocks (the mixed-precision policy)."""
-        if self.param_dtype is None:
-            return {}
-        from torch.distributed.fsdp import MixedPrecisionPolicy
-
-        reduce = getattr(torch, self.reduce_dtype) if self.reduce_dtype else None
-        return {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, self.param_dtype),
-                                                  reduce_dtype=reduce)}
-
-    def setup_environment(self) -> None:
-        self._data_parallel_size = self.world_size  # every process is a data-parallel shard
-        super().setup_environment()
-
-    def _sync_context(self, last: bool):
-        """Skip the gradient reduce-scatter on every micro-batch but the last."""
-        if last:
-            return nullcontext()
-        return _no_gradient_sync(self.lightning_module.model)
-
-
-@contextmanager
-def _no_gradient_sync(model):
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)

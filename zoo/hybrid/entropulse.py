@@ -133,8 +133,8 @@ class Entropulse(Guidance):
     as `zoo.sft.SFTStrategy` does); the batch the data module gives is not used. Then RL resumes and the window
     starts over. A collapse waits while some rank holds no success. Logged: ``train/entropulse/{sft,phases,
     buffer,sft_loss}``; an SFT step's row holds no RL metrics (no sampling, no reward). The buffer and the phase
-    are not checkpointed: a resumed run starts in RL with an empty buffer. Not combinable with ``accumulate_grad_batches``
-    (an SFT phase starts at any batch).
+    are not checkpointed: a resumed run starts in RL with an empty buffer. Not combinable with
+    ``accumulate_grad_batches`` (an SFT phase starts at any batch).
 
     Args:
         threshold: Entropy in nats per token (``train/grpo/entropy``) below which the RL window counts as

@@ -19,9 +19,9 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo.devices import FSDP2, OneDevice
 from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.metrics import Means
-from zoo.grpo.strategy import GRPOFSDPStrategy, GRPOStrategy
 from zoo.grpo.window import chunk_count, plan_micro_batches
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
@@ -200,7 +200,7 @@ def _log_dropped(batch: list, dropped: Tensor) -> None:
                         "the loss (counted in train/sft/dropped); example %s", example.task, example.uid or "?")
 
 
-class SFTStrategy(SFTMixin, SingleDeviceStrategy):
+class SFTStrategy(OneDevice, SFTMixin, SingleDeviceStrategy):
     """SFT on one device (CPU or one GPU).
 
     Args:
@@ -208,17 +208,7 @@ class SFTStrategy(SFTMixin, SingleDeviceStrategy):
         **kwargs: SFT settings (see `SFTMixin`) and `SingleDeviceStrategy` arguments.
     """
 
-    def __init__(self, device: str | None = None, **kwargs):
-        super().__init__(device=device or "cpu", **kwargs)
-        self.parallel_devices = None if device is None else [self._root_device]  # the trainer fills None
-
-    root_device = GRPOStrategy.root_device
-
-    def setup_environment(self) -> None:
-        if self.parallel_devices and len(self.parallel_devices) > 1:
-            raise ValueError(f"SFTStrategy trains on one device but the trainer has {len(self.parallel_devices)}; "
-                             "use zoo.sft.SFTDDPStrategy")
-        super().setup_environment()
+    parallel = "zoo.sft.SFTDDPStrategy"
 
 
 class SFTDDPStrategy(SFTMixin, DDPStrategy):
@@ -230,7 +220,7 @@ class SFTDDPStrategy(SFTMixin, DDPStrategy):
     """
 
 
-class SFTFSDPStrategy(SFTMixin, ModelParallelStrategy):
+class SFTFSDPStrategy(FSDP2, SFTMixin, ModelParallelStrategy):
     """SFT over FSDP2, sharded exactly as `zoo.grpo.GRPOFSDPStrategy` shards GRPO (data-parallel mesh over every
     process, the policy's blocks sharded in ``configure_model``); checkpoints are distributed folders.
 
@@ -239,17 +229,3 @@ class SFTFSDPStrategy(SFTMixin, ModelParallelStrategy):
         reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses ``param_dtype``.
         **kwargs: SFT settings (see `SFTMixin`) and `ModelParallelStrategy` arguments.
     """
-
-    def __init__(self, param_dtype: str | None = None, reduce_dtype: str | None = "float32", **kwargs):
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1, **kwargs)
-        for name, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
-            if not (value is None or isinstance(getattr(torch, value, None), torch.dtype)):
-                raise ValueError(f"{name} must name a torch dtype such as 'bfloat16', got {value!r}")
-        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
-
-    fsdp_kwargs = GRPOFSDPStrategy.fsdp_kwargs
-    _sync_context = GRPOFSDPStrategy._sync_context
-
-    def setup_environment(self) -> None:
-        self._data_parallel_size = self.world_size  # every process is a data-parallel shard
-        super().setup_environment()
