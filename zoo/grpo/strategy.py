@@ -325,6 +325,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             scheduler.step()
         return not finite
 
+
 class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):
     """GRPO on one device (CPU or one GPU).
 
