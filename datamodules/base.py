@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader
 
 from datamodules.refill import RefillStream
 from datamodules.sources.base import Source
+from datamodules.splits import by_modality, check_modalities, split_feeds
 from datamodules.streams import (
     STAGE_KEY,
     EpochLoader,
     ExampleStream,
-    Feed,
     HeldOutStream,
     Mix,
     ResumableLoader,
@@ -97,9 +97,9 @@ class PretextDataModule(LightningDataModule):
         super().__init__()
         task_list = [tasks] if isinstance(tasks, Task) else list(tasks)
         self._tasks = _by_name(task_list)
-        sources = _by_modality(source, "source")
-        held_out = {"val": _by_modality(val_source, "val_source"), "test": _by_modality(test_source, "test_source")}
-        _check_modalities(sources, held_out, task_list)
+        sources = by_modality(source, "source")
+        held_out = {"val": by_modality(val_source, "val_source"), "test": by_modality(test_source, "test_source")}
+        check_modalities(sources, held_out, task_list)
         self._mixes = [Mix(task_list, _cumulative(weights, len(task_list)))]
         minima = {"batch_size": (batch_size, 1), "val_size": (val_size, 0), "test_size": (test_size, 0),
                   "num_workers": (num_workers, 0), "epoch_size": (1 if epoch_size is None else epoch_size, 1)}
@@ -108,7 +108,7 @@ class PretextDataModule(LightningDataModule):
                 raise ValueError(f"{name} must be >= {least}, got {value}")
         self.source, self.val_source, self.test_source = source, val_source, test_source
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
-        self._feeds = _split(sources, held_out, {"val": val_size, "test": test_size})
+        self._feeds = split_feeds(sources, held_out, {"val": val_size, "test": test_size})
         self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
         self._streams: dict[str, ExampleStream] = {}
         self._starts: list[int] = []
@@ -312,31 +312,6 @@ def _by_name(tasks: list[Task]) -> dict[str, Task]:
     return by_name
 
 
-def _by_modality(source: Source | list[Source] | None, what: str) -> dict[str, Source]:
-    """Sources by the modality of their items (at most one each)."""
-    sources = [] if source is None else [source] if isinstance(source, Source) else list(source)
-    by_modality: dict[str, Source] = {}
-    for src in sources:
-        if src.modality in by_modality:
-            raise ValueError(f"{what} holds two {src.modality} sources; give one source per modality")
-        by_modality[src.modality] = src
-    if what == "source" and not by_modality:
-        raise ValueError("source is empty: give a source (or one per modality)")
-    return by_modality
-
-
-def _check_modalities(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], tasks: list[Task]) -> None:
-    """Every task has a source of its modality and every source a task (an unused one is a config mistake)."""
-    for task in tasks:
-        if task.modality not in sources:
-            given = ", ".join(f"{type(s).__name__} ({m})" for m, s in sources.items())
-            raise ValueError(f"task {task.name!r} takes {task.modality} items but the sources give {given}")
-    for what, group in (("source", sources), *((f"{split}_source", g) for split, g in held_out.items())):
-        unused = set(group) - {task.modality for task in tasks}
-        if unused:
-            raise ValueError(f"{what} gives {sorted(unused)} items that no task takes")
-
-
 def with_options(task: Task, **changes) -> Task:
     """A new task of the same class with some ``__init__`` options changed (validated again by ``__init__``);
     the others are read from the attributes of the same name, which every task keeps."""
@@ -361,43 +336,3 @@ def _cumulative(weights: list[float] | None, n: int) -> list[float]:
         raise ValueError(f"weights must be positive and finite, got {weights}")
     total = sum(weights)
     return list(itertools.accumulate(w / total for w in weights))
-
-
-def _split(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], sizes: dict[str, int],
-           ) -> dict[str, dict[str, Feed]]:
-    """The training, validation and test feeds of each modality."""
-    feeds: dict[str, dict[str, Feed]] = {"train": {}, "val": {}, "test": {}}
-    for modality, source in sources.items():
-        own = {split: held_out[split].get(modality) for split in sizes}
-        train, ranges = _split_one(source, own, sizes)
-        feeds["train"][modality] = Feed(source, train)
-        for split, items in ranges.items():
-            other = own[split]  # spares from its own source replace unusable held-out items; none from training
-            pool = items if other is None else range(len(other))
-            feeds[split][modality] = Feed(source if other is None else other, items, pool)
-    for split in sizes:
-        if len({bool(feed.items) for feed in feeds[split].values()}) > 1:
-            raise ValueError(f"a {split}_source is empty while other modalities have {split} items")
-    return feeds
-
-
-def _split_one(source: Source, own: dict[str, Source | None], sizes: dict[str, int]) -> tuple[range, dict[str, range]]:
-    """Indices of the training items (in ``source``) and of each held-out split's items: in its own source
-    if given, else at the end of ``source`` (validation last, test just before it), disjoint from training
-    and from each other."""
-    n = len(source)
-    if n == 0:
-        raise ValueError(f"{type(source).__name__} is empty")
-    taken = {split: size for split, size in sizes.items() if own[split] is None and size}
-    if sum(taken.values()) >= n:
-        held = " + ".join(f"{split}_size={size}" for split, size in taken.items())
-        raise ValueError(f"{held} would hold out all {n} items of {type(source).__name__}, leaving none to train "
-                         f"on; lower {' or '.join(f'{split}_size' for split in taken)} or give a "
-                         f"{' or '.join(f'{split}_source' for split in taken)}")
-    end, ranges = n, {}
-    for split, size in sizes.items():
-        if own[split] is not None:
-            ranges[split] = range(min(size, len(own[split])))
-        else:
-            ranges[split], end = range(end - size, end), end - size
-    return range(end), ranges
