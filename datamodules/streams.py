@@ -349,11 +349,11 @@ class EpochLoader(DataLoader):
         epoch = self._place()
         # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
         epoch = self.dataset.passes if epoch is None else epoch
-        self.dataset.epoch, self.dataset.start = self._first_batch(epoch)
+        self.dataset.epoch, self.dataset.start = self._start(epoch)
         self.dataset.passes += 1
         return self._unwrap(super().__iter__())
 
-    def _first_batch(self, epoch: int) -> tuple[int, int]:
+    def _start(self, epoch: int) -> tuple[int, int]:
         """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a restored position
         says otherwise."""
         return epoch, 0
@@ -379,7 +379,7 @@ class ResumableLoader(EpochLoader):
     def load_state_dict(self, state: dict[str, int]) -> None:
         self._resume = (state["epoch"], state["batch"])
 
-    def _first_batch(self, epoch: int) -> tuple[int, int]:
+    def _start(self, epoch: int) -> tuple[int, int]:
         resume, self._resume = self._resume, None  # a restored position applies to one pass only
         if resume is None or resume[0] != epoch:
             return epoch, 0
