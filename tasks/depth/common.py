@@ -1,5 +1,5 @@
-"""RGB-D items and what the depth tasks share: checking an item, flat regions, back-projection, numbered markers
-and the near-to-far ordering every ordering task asks for.
+"""RGB-D items and what the depth tasks share: checking an item, flat regions, back-projection, numbered or
+coloured markers and the near-to-far ordering every ordering task asks for.
 
 Depth is z-depth in metres (distance along the optical axis, as ScanNet, DIODE and MegaDepth store it) with
 invalid pixels as NaN. Camera coordinates follow OpenCV: x right, y down, z forward; pixel ``(u, v)`` covers
@@ -9,6 +9,7 @@ invalid pixels as NaN. Camera coordinates follow OpenCV: x right, y down, z forw
 from __future__ import annotations
 
 import random
+import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Literal
@@ -21,6 +22,10 @@ from tasks import answers
 from tasks.base import Example, OrderReward, OrderTask, SkipItem
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
+#: Marker colours of ``labels="colours"``: point p is drawn in the p-th (1-based), named so in prompts and answers.
+MARKER_COLOURS = {"red": (230, 20, 20), "blue": (30, 80, 240), "yellow": (250, 220, 20), "green": (30, 180, 50),
+                  "purple": (150, 50, 200), "orange": (250, 140, 20), "cyan": (20, 210, 230),
+                  "white": (255, 255, 255), "black": (0, 0, 0)}
 
 
 @dataclass
@@ -129,17 +134,24 @@ def marker_radius(rgb: np.ndarray, fraction: float) -> int:
     return max(MIN_MARKER_RADIUS, round(fraction * min(rgb.shape[:2])))
 
 
-def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int) -> Image.Image:
+def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int, colours: bool = False) -> Image.Image:
     """The image with translucent red discs numbered 1, 2, ... in white at ``points`` (pixel ``(u, v)``), as
-    Visual Jigsaw marks its depth-ordering points."""
+    Visual Jigsaw marks its depth-ordering points; with ``colours``, opaque discs without digits instead, point p
+    in the p-th of `MARKER_COLOURS`, ringed in black or, for the black one, white (so no background hides one)."""
     image = Image.fromarray(rgb).convert("RGBA")
     overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(overlay)
     font = ImageFont.load_default(size=max(8, round(1.4 * radius)))
-    for label, (u, v) in enumerate(points, start=1):
+    ring = max(1, radius // 4)
+    for label, (u, v), colour in zip(range(1, len(points) + 1), points, MARKER_COLOURS.values(), strict=False):
         x, y = u + 0.5, v + 0.5
-        draw.ellipse((x - radius, y - radius, x + radius, y + radius), fill=(230, 20, 20, 170))
-        draw.text((x, y), str(label), fill=(255, 255, 255, 255), font=font, anchor="mm")
+        box = (x - radius, y - radius, x + radius, y + radius)
+        if colours:
+            edge = (255, 255, 255, 255) if colour == (0, 0, 0) else (0, 0, 0, 255)
+            draw.ellipse(box, fill=(*colour, 255), outline=edge, width=ring)
+        else:
+            draw.ellipse(box, fill=(230, 20, 20, 170))
+            draw.text((x, y), str(label), fill=(255, 255, 255, 255), font=font, anchor="mm")
     return Image.alpha_composite(image, overlay).convert("RGB")
 
 
@@ -159,24 +171,39 @@ def parse_dashed(answer: str, k: int) -> list[int] | None:
     return labels if sorted(labels) == list(range(1, k + 1)) else None
 
 
+def parse_names(answer: str, names: list[str], dash: bool) -> list[int] | None:
+    """Labels ``1..k`` of the ``k`` ``names`` (case-insensitive), each exactly once, joined by dashes (``dash``)
+    or by commas or spaces; else None."""
+    tokens = [t.strip() for t in answer.strip().split("-")] if dash else re.split(r"\s*,\s*|\s+", answer.strip())
+    lowered = [name.lower() for name in names]
+    if not all(token.lower() in lowered for token in tokens):
+        return None
+    labels = [lowered.index(token.lower()) + 1 for token in tokens]
+    return labels if sorted(labels) == list(range(1, len(names) + 1)) else None
+
+
 def far_apart(point: tuple[int, int], chosen: list[tuple[int, int]], distance: float) -> bool:
     """Whether ``point`` is at least ``distance`` pixels from every point in ``chosen``."""
     return all((point[0] - u) ** 2 + (point[1] - v) ** 2 >= distance**2 for u, v in chosen)
 
 
 class DepthOrdering(OrderTask):
-    """Mark points of an RGB-D image with shuffled numbers and ask for them from nearest to farthest.
+    """Mark points of an RGB-D image with shuffled labels and ask for them from nearest to farthest.
 
-    Subclasses choose the points (`pick`), describe them (`question`) and call `check_style` with their number
-    of points. The answer follows the permutation convention of `tasks.answers`: for each point from nearest to
-    farthest, its number.
+    Subclasses choose the points (`pick`), describe them (`question`, naming them with `listing`) and call
+    `check_style` with their number of points. The answer follows the permutation convention of `tasks.answers`:
+    for each point from nearest to farthest, its label (a number, or with ``labels="colours"`` a colour name).
 
     Args:
         marker_size: Marker radius as a fraction of the image's shorter side (at least 6 pixels).
-        style: ``"order"``: the answer lists the point numbers (``2, 3, 1``). ``"choice"``: every order is a
+        style: ``"order"``: the answer lists the point labels (``2, 3, 1``). ``"choice"``: every order is a
             lettered option and the answer is the letter (at most 4 points); the chosen order is graded the same.
-        separator: How an ``order`` answer joins the numbers: ``"comma"`` (``2, 3, 1``; commas or spaces are
+        separator: How an ``order`` answer joins the labels: ``"comma"`` (``2, 3, 1``; commas or spaces are
             read) or ``"dash"`` (``2-3-1``, Spatial-SSRL's 'Smallest-Middle-Largest' format; only dashes are read).
+        labels: ``"numbers"``: translucent red markers with white digits 1, 2, ... (Visual Jigsaw).
+            ``"colours"``: opaque markers without digits, point 1 red, 2 blue, then yellow, green, purple, orange,
+            cyan, white, black (`MARKER_COLOURS`); prompts, options and answers name the colours (``blue, red``).
+            Telling colours apart needs no reading, which a tiny random-init model cannot learn in a CPU run.
         reward: Which graded score is the accuracy (see `tasks.OrderTask`).
         partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
@@ -185,16 +212,17 @@ class DepthOrdering(OrderTask):
     modality = "rgbd"
 
     def __init__(self, marker_size: float = 0.03, style: Literal["order", "choice"] = "order",
-                 separator: Literal["comma", "dash"] = "comma", reward: OrderReward = "footrule",
-                 partial_credit: float = 1.0,
-                 **kwargs):
+                 separator: Literal["comma", "dash"] = "comma", labels: Literal["numbers", "colours"] = "numbers",
+                 reward: OrderReward = "footrule", partial_credit: float = 1.0, **kwargs):
         super().__init__(reward=reward, partial_credit=partial_credit, **kwargs)
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
         answers.check_order_style(style)
         if separator not in ("comma", "dash") or (separator == "dash" and style != "order"):
             raise ValueError(f"separator must be 'comma' or 'dash' (the latter with style 'order'), got {separator!r}")
-        self.marker_size, self.style, self.separator = marker_size, style, separator
+        if labels not in ("numbers", "colours"):
+            raise ValueError(f"labels must be 'numbers' or 'colours', got {labels!r}")
+        self.marker_size, self.style, self.separator, self.labels = marker_size, style, separator, labels
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""
@@ -209,6 +237,15 @@ class DepthOrdering(OrderTask):
     def question(self, k: int) -> str:
         """What the policy is shown and asked to order, for ``k`` marked points."""
 
+    def names(self, k: int) -> list[str]:
+        """How answers write the labels of ``k`` points: ``1``, ``2``, ... or ``red``, ``blue``, ..."""
+        return list(MARKER_COLOURS)[:k] if self.labels == "colours" else [str(i) for i in range(1, k + 1)]
+
+    def listing(self, k: int) -> str:
+        """The labels of ``k`` points in a sentence: ``1, 2 and 3`` or ``red, blue and yellow``."""
+        names = self.names(k)
+        return f"{', '.join(names[:-1])} and {names[-1]}"
+
     def make_example(self, item: RGBD, rng: random.Random) -> Example:
         rgb, depth, _ = checked(item)
         radius = marker_radius(rgb, self.marker_size)
@@ -218,24 +255,32 @@ class DepthOrdering(OrderTask):
         points = [slots[slot] for slot in shown]  # point p carries label p + 1
         meta = {"points": [list(map(int, p)) for p in points],
                 "depths": [round(float(depth[v, u]), 4) for u, v in points]}
-        media = [{"type": "image", "image": draw_markers(rgb, points, radius)}]
+        media = [{"type": "image", "image": draw_markers(rgb, points, radius, self.labels == "colours")}]
         return Example(self.user_message(media, self._ask(len(points))), answers.shuffle_answer(shown),
                        self.name, meta)
 
     def _ask(self, k: int) -> str:
+        what = "colours" if self.labels == "colours" else "numbers"
         if self.style == "order" and self.separator == "dash":
             return (f"{self.question(k)} Sort them from the smallest to the largest distance from the camera, in "
                     f"the format '{dashed_layout(k)}'.")
         if self.style == "order":
-            return (f"{self.question(k)} Answer with the {k} numbers from the closest to the farthest, separated "
+            return (f"{self.question(k)} Answer with the {k} {what} from the closest to the farthest, separated "
                     "by commas.")
-        options = answers.order_options(k)
-        return f"{self.question(k)} Which option lists the numbers from the closest to the farthest?\n{options}"
+        options = answers.choice_prompt([self._written(order, ", ") for order in answers.orderings(k)])
+        return f"{self.question(k)} Which option lists the {what} from the closest to the farthest?\n{options}"
+
+    def _written(self, order: list[int], separator: str) -> str:
+        """An order of labels as an answer writes it."""
+        names = self.names(len(order))
+        return separator.join(names[label - 1] for label in order)
 
     def answer_text(self, example: Example) -> str:
-        if self.separator == "dash":
-            return "-".join(str(label) for label in example.answer)
-        return super().answer_text(example)
+        if self.style == "choice":
+            return super().answer_text(example)
+        return self._written(example.answer, "-" if self.separator == "dash" else ", ")
 
     def parse(self, answer: str, k: int) -> list[int] | None:
+        if self.style == "order" and self.labels == "colours":
+            return parse_names(answer, self.names(k), self.separator == "dash")
         return parse_dashed(answer, k) if self.separator == "dash" else super().parse(answer, k)

@@ -83,5 +83,7 @@ class DepthOrder(DepthOrdering):
         return inner_pixels(usable, radius)
 
     def question(self, k: int) -> str:
-        return (f"This image has {k} points marked on it with red circles numbered 1 to {k}. Order the points by "
-                "their distance from the camera, judging each by the centre of its circle.")
+        circles = f"circles coloured {self.listing(k)}" if self.labels == "colours" else (
+            f"red circles numbered 1 to {k}")
+        return (f"This image has {k} points marked on it with {circles}. Order the points by their distance from "
+                "the camera, judging each by the centre of its circle.")

@@ -1,5 +1,5 @@
 """Regional depth ordering (Spatial-SSRL, arXiv 2510.27606): one flat region in each of three depth bands of the
-normalised depth map, marked with shuffled numbers; the answer lists them from nearest to farthest.
+normalised depth map, marked with shuffled numbers (or colours); the answer lists them from nearest to farthest.
 Spatial-SSRL normalises depth between its 0.5th and 99.5th percentiles, takes bands 0-0.3, 0.35-0.65 and
 0.7-1 and 25x25 patches (of ~1024x768 DIODE images) whose normalised depth varies by less than 0.15.
 """
@@ -65,6 +65,6 @@ class RegionalDepthOrder(DepthOrdering):
         return chosen
 
     def question(self, k: int) -> str:
-        listed = ", ".join(str(i) for i in range(1, k))
-        return (f"Regions of this image are marked {listed} and {k}. Taking into account what they show, where "
+        listed = f"with {self.listing(k)} circles" if self.labels == "colours" else self.listing(k)
+        return (f"Regions of this image are marked {listed}. Taking into account what they show, where "
                 "they are and any other cues, order the regions by their distance from the camera.")
