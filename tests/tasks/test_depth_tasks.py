@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tasks import RGBD, DepthOrder, RegionalDepthOrder, RelativePosition3D, SkipItem
-from tasks.depth.common import back_project, draw_markers
+from tasks.depth.common import MARKER_COLOURS, back_project, draw_markers
 from tests.helpers import make_item
 
 H, W, F = 96, 128, 90.0
@@ -149,6 +149,64 @@ def test_markers_are_drawn_where_the_points_are():
     for u, v in [(20, 30), (60, 15)]:
         assert marked[v, u - 6, 0] > 100 and marked[v, u - 6, 1] < 60  # red disc around the centre
     assert marked[50, 5].sum() == 0  # untouched elsewhere
+
+
+def test_colour_markers_are_opaque_discs_of_the_named_colours_without_digits():
+    rgb = np.full((60, 80, 3), 90, np.uint8)
+    points = [(20, 30), (60, 15), (40, 45)]
+    marked = np.asarray(draw_markers(rgb, points, radius=8, colours=True)).astype(int)
+    for (u, v), colour in zip(points, [(230, 20, 20), (30, 80, 240), (250, 220, 20)], strict=True):
+        inside = marked[v - 4:v + 5, u - 4:u + 5]  # [9, 9, 3]: no white digit, no blend with the background
+        assert (inside == colour).all(), (u, v)
+        assert (marked[v, u - 8] < 40).all()  # a dark ring at the edge
+    assert (marked[5, 5] == 90).all()
+    black = np.asarray(draw_markers(np.zeros_like(rgb), [(40, 30)] * 9, radius=8, colours=True)).astype(int)
+    assert (black[30, 40] == 0).all() and (black[30, 32] > 200).all()  # the ninth, black, ringed in white
+
+
+def test_colour_labels_name_the_nearest_colour_first():
+    task = DepthOrder(points=3, min_distance=0.1, labels="colours")
+    for depths in itertools.permutations([1.5, 3.5, 5.5]):
+        example = task.make_example(strips(depths), random.Random(0))
+        image = np.asarray(next(p["image"] for p in example.messages[0]["content"] if p["type"] == "image"))
+        # the colour drawn at each point, named: what the policy sees is what the answer is written in
+        name_of = {colour: name for name, colour in MARKER_COLOURS.items()}
+        by_depth = sorted(example.meta["points"], key=lambda p: depths[strip_of(p)])
+        expected = ", ".join(name_of[tuple(map(int, image[v, u]))] for u, v in by_depth)
+        assert task.answer_text(example) == expected
+        assert "circles coloured red, blue and yellow" in example.prompt_text
+        assert "the 3 colours from the closest" in example.prompt_text
+        assert task.verify(example, task.render_answer(example)).parts["exact"] == 1.0
+
+
+@pytest.mark.parametrize("answer, exact", [("blue, red, yellow", 1.0), ("Blue red YELLOW", 1.0), ("red, blue, yellow", 0.0),
+                                           ("blue, red", None), ("blue, red, red", None), ("2, 1, 3", None),
+                                           ("blue, red, green", None), ("blue-red-yellow", None)])
+def test_colour_answers_are_read_by_name(answer, exact):
+    task = DepthOrder(points=3, min_distance=0.1, labels="colours", reward="exact", answer_format="bare")
+    example = next(e for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
+                   if e.answer == [2, 1, 3])
+    assert (task.parse(answer, 3) is None) == (exact is None)
+    parts = task.verify(example, answer).parts
+    assert parts["format"] == float(exact is not None) and parts["exact"] == (exact or 0.0)
+    dashed = RegionalDepthOrder(patch=0.1, labels="colours", separator="dash", reward="exact", answer_format="bare")
+    assert dashed.verify(example, "blue-red-yellow").parts["exact"] == 1.0
+    assert dashed.verify(example, "blue, red, yellow").parts["format"] == 0.0
+
+
+def test_colour_choice_lists_coloured_orders_and_grades_the_letter():
+    task = DepthOrder(points=2, min_distance=0.1, labels="colours", style="choice", reward="exact",
+                      answer_format="bare")
+    example = task.make_example(strips([1.5, 5.5, 3.5]), random.Random(0))
+    assert "A) red, blue\nB) blue, red\n" in example.prompt_text and "lists the colours" in example.prompt_text
+    right = "A" if example.answer == [1, 2] else "B"
+    assert task.answer_text(example) == right
+    assert task.verify(example, right).parts["accuracy"] == 1.0
+    assert task.verify(example, "AB".replace(right, "")).parts["accuracy"] == 0.0
+    regional = RegionalDepthOrder(patch=0.1, labels="colours").make_example(strips([1.5, 3.5, 5.5]), random.Random(0))
+    assert "marked with red, blue and yellow circles" in regional.prompt_text
+    with pytest.raises(ValueError, match="labels must be"):
+        DepthOrder(labels="letters")
 
 
 def test_choice_style_letters_every_order_and_grades_the_chosen_one():
