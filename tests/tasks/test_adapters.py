@@ -141,13 +141,27 @@ def test_trl_prompt_keeps_each_image_between_its_texts():
         trl_prompt(video)
 
 
+def letters_only_grpo(model: str, out):
+    """A two-step CPU `GRPOConfig` (8 rows: 2 prompts x 4 completions) whose one new token is a letter A-D, so
+    some rewards are 1 and some 0."""
+    from transformers import AutoConfig, AutoTokenizer
+    from trl import GRPOConfig
+
+    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
+    letters = AutoTokenizer.from_pretrained(model).convert_tokens_to_ids(list("ABCD"))
+    return GRPOConfig(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=1, generation_kwargs={"suppress_tokens": sorted(set(range(vocab)) -
+                                                                                            set(letters))},
+                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
+                      save_strategy="no", seed=0, dataloader_num_workers=0)
+
+
 def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp_path, monkeypatch):
     """docs/ecosystem.md's TRL block, run as it is: two GRPOTrainer steps of a tiny Qwen2.5-VL on CropInpaint
     (5 images a prompt). Every text the processor gets has each image right after its label, with the images
     of one example in order; the rewards TRL logs are ``task.verify``. One letter A-D a completion, so some
     rewards are 1 and some 0."""
-    from transformers import AutoConfig, AutoProcessor
-    from trl import GRPOConfig
+    from transformers import AutoProcessor
 
     from tasks.adapters import completion_text
     from zoo import tiny
@@ -163,12 +177,7 @@ def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp
         return call(self, *args, **kwargs)
 
     monkeypatch.setattr(type(processor), "__call__", spy)
-    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
-    others = sorted(set(range(vocab)) - set(processor.tokenizer.convert_tokens_to_ids(list("ABCD"))))
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=1, generation_kwargs={"suppress_tokens": others},
-                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
-                      save_strategy="no", seed=0, dataloader_num_workers=0)
+    args = letters_only_grpo(model, tmp_path)
     images = [make_item("image", i) for i in range(4)]
     scope = {"model": model, "images": images, "args": args}
     exec(recipe("trl"), scope)
@@ -196,20 +205,13 @@ def test_trl_trains_with_a_majority_vote_self_reward(tmp_path):
     """Two GRPOTrainer steps of a tiny Qwen2.5-VL on a majority-vote rotation (one letter A-D): every reward
     TRL logs is the self-reward of its prompt's group of 4 (`Task.verify_group`), not the labelled reward."""
     from datasets import Dataset
-    from transformers import AutoConfig, AutoProcessor
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from tasks.adapters import completion_text, trl_row
     from zoo import tiny
 
     model = tiny.resolve("tiny:qwen2_5_vl")
-    processor = AutoProcessor.from_pretrained(model)
-    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
-    others = sorted(set(range(vocab)) - set(processor.tokenizer.convert_tokens_to_ids(list("ABCD"))))
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=1, generation_kwargs={"suppress_tokens": others},
-                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
-                      save_strategy="no", seed=0, dataloader_num_workers=0)
+    args = letters_only_grpo(model, tmp_path)
     task = majority_rotation()
     examples = [task.make_example(make_item("image", i), random.Random(i)) for i in range(4)]
     trainer = GRPOTrainer(model=model, reward_funcs=trl_reward(task, num_generations=4), args=args,
