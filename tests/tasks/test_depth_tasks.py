@@ -179,9 +179,9 @@ def test_colour_labels_name_the_nearest_colour_first():
         assert task.verify(example, task.render_answer(example)).parts["exact"] == 1.0
 
 
-@pytest.mark.parametrize("answer, exact", [("blue, red, yellow", 1.0), ("Blue red YELLOW", 1.0), ("red, blue, yellow", 0.0),
-                                           ("blue, red", None), ("blue, red, red", None), ("2, 1, 3", None),
-                                           ("blue, red, green", None), ("blue-red-yellow", None)])
+@pytest.mark.parametrize("answer, exact", [
+    ("blue, red, yellow", 1.0), ("Blue red YELLOW", 1.0), ("red, blue, yellow", 0.0), ("blue, red", None),
+    ("blue, red, red", None), ("2, 1, 3", None), ("blue, red, green", None), ("blue-red-yellow", None)])
 def test_colour_answers_are_read_by_name(answer, exact):
     task = DepthOrder(points=3, min_distance=0.1, labels="colours", reward="exact", answer_format="bare")
     example = next(e for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
