@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("open3d")
 
 from zoo import perception_base  # noqa: E402
-from zoo.tools.repro import pretext_transfer, repro  # noqa: E402
+from zoo.tools.repro import base_grid, pretext_transfer, repro  # noqa: E402
 from zoo.tools.repro.transfer import seed_stats  # noqa: E402
 
 SMALL = {"steps": 2, "val_size": 8, "probe_every": 1}
@@ -86,6 +86,22 @@ def test_base_grid_scores_both_grids():
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"base", "train 2x1"}
     assert set(rows["train 2x1"]["after"]) == {"downstream", "2x1", "3x1"} and "held-out 3x1" in result["note"]
+    assert 1 / 8 <= rows["train 2x1"]["after"]["3x1"]["majority"] <= 1
+
+
+def test_base_grid_verdict_rejects_a_one_letter_collapse_and_an_unlearned_2x1():
+    def row(arm, seed, three, two=0.7, majority=0.6):
+        return {"arm": arm, "seed": seed, "after": {"3x1": {"accuracy": three, "majority": majority},
+                                                    "2x1": {"accuracy": two, "majority": majority}}}
+
+    base = [row("base", s, 0.45) for s in range(3)]
+    assert base_grid.verdict(base + [row("train 2x1", s, 0.6) for s in range(3)])[0] is True
+    collapsed = base + [row("train 2x1", s, 0.6, majority=m) for s, m in enumerate((0.6, 0.9, 0.6))]
+    assert base_grid.verdict(collapsed)[0] is False
+    unlearned = base + [row("train 2x1", s, 0.6, two=0.5) for s in range(3)]
+    held, note = base_grid.verdict(unlearned)
+    assert held is False and "2x1 accuracy 0.500" in note
+    assert base_grid.verdict(base + [row("train 2x1", s, 0.49) for s in range(3)])[0] is False
 
 
 def test_zoo_test_scores_the_synthetic_questions(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import textwrap
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,18 +70,22 @@ class TransferArm:
 
 
 def pretext_scores(policy, evals: dict[str, tuple[Task, Source]], size: int, seed: int) -> dict[str, dict]:
-    """Mean reward parts of greedy one-letter completions on the last ``size`` items of each eval source."""
+    """Mean reward parts of greedy one-letter completions on the last ``size`` items of each eval source, and
+    ``majority``: the share of the commonest completion (1.0 when the policy gives one answer to every item)."""
     out = {}
     for name, (task, source) in evals.items():
         data = PretextDataModule(source, task, batch_size=16, val_size=size, seed=seed)
         data.setup("validate")
         parts: dict[str, list[float]] = {}
+        texts: list[str] = []
         for batch in data.val_dataloader():
             rollout = policy.sample(batch, 1, max_new_tokens=1, greedy=True)
+            texts += rollout.completions
             for example, text in zip(batch, rollout.completions, strict=True):
                 for part, value in task.verify(example, text).parts.items():
                     parts.setdefault(part, []).append(value)
         out[name] = {part: sum(v) / len(v) for part, v in parts.items()}
+        out[name]["majority"] = Counter(texts).most_common(1)[0][1] / len(texts)
     return out
 
 
