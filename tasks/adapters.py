@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from tasks.base import Example, Task
+from tasks.base import Example, SelfReward, Task
 
 #: The markers verl's ``RLHFDataset`` replaces by the row's images / videos / audios, in order.
 VERL_MARKERS = ("<image>", "<video>", "<audio>")
@@ -171,34 +171,74 @@ def completion_text(completion: str | list[dict]) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
-def trl_reward(task: Task) -> Callable[..., list[float | None]]:
+def trl_reward(task: Task, num_generations: int | None = None) -> Callable[..., list[float | None]]:
     """A TRL ``GRPOTrainer`` reward function: ``f(prompts, completions, **columns) -> list[float | None]``
     returning ``task.verify(...).total``, and None (not applicable) for rows of another task, so one
-    function per task scores a mixed dataset. Named ``zoo_<task name>`` (TRL logs ``rewards/<name>/mean``)."""
+    function per task scores a mixed dataset. Named ``zoo_<task name>`` (TRL logs ``rewards/<name>/mean``).
+
+    A task with a ``self_reward`` (`tasks.MajorityVote`, `tasks.RegionConsistency`) scores each prompt's
+    completions against each other (`Task.verify_group`), so pass TRL's ``num_generations``: TRL puts a prompt's
+    generations next to each other, and each run of that many rows is one group. A call whose rows do not split
+    into runs of one prompt is a ValueError (on several processes, make ``per_device_train_batch_size`` times
+    ``steps_per_generation`` a multiple of ``num_generations`` so that each process holds whole groups). Pairing
+    rewards (`tasks.CoReward`) need a rewrite of each question that no dataset row carries and are refused."""
+    _check_self_reward(task, num_generations)
 
     def reward(prompts: list, completions: list, zoo_answer: list[str], zoo_meta: list[str],
                zoo_task: list[str] | None = None, **_: Any) -> list[float | None]:
         names = zoo_task or [task.name] * len(completions)
-        out = []
-        for completion, answer, meta, name in zip(completions, zoo_answer, zoo_meta, names, strict=True):
-            if name != task.name:
-                out.append(None)
-                continue
-            example = example_from_columns(name, answer, meta)
-            out.append(task.verify(example, completion_text(completion)).total)
-        return out
+        rows = list(zip(names, zoo_answer, zoo_meta, [completion_text(c) for c in completions], strict=True))
+        if task.self_reward is not None:
+            return _group_totals(task, rows, num_generations)
+        return [task.verify(example_from_columns(name, answer, meta), text).total if name == task.name else None
+                for name, answer, meta, text in rows]
 
     reward.__name__ = reward.__qualname__ = f"zoo_{task.name}"
     return reward
+
+
+def _check_self_reward(task: Task, num_generations: int | None) -> None:
+    if task.self_reward is None:
+        return
+    if type(task.self_reward).examples is not SelfReward.examples:
+        raise ValueError(f"{type(task.self_reward).__name__} pairs each question with a rewrite that a TRL dataset "
+                         "row cannot carry; train it with zoo's GRPO strategy")
+    if num_generations is None or num_generations < 2:
+        raise ValueError(f"trl_reward of a task with a self_reward needs TRL's num_generations (>= 2) to find each "
+                         f"prompt's group, got {num_generations}")
+
+
+def _group_totals(task: Task, rows: list[tuple], size: int) -> list[float | None]:
+    """Totals of ``rows`` (task, answer, meta, text) scored a group of ``size`` rows at a time; the rows of a
+    group must share their columns."""
+    if len(rows) % size:
+        raise ValueError(f"{len(rows)} completions do not split into groups of num_generations={size}")
+    groups = [rows[start:start + size] for start in range(0, len(rows), size)]
+    for start, group in zip(range(0, len(rows), size), groups, strict=True):
+        if any(row[:3] != group[0][:3] for row in group):
+            raise ValueError(f"rows {start}-{start + size - 1} are not one prompt's {size} generations: a self-reward "
+                             "needs TRL's consecutive groups, whole on each process")
+    mine = [group for group in groups if group[0][0] == task.name]
+    rewards = iter(task.verify_group([example_from_columns(*group[0][:3]) for group in mine],
+                                     [[row[3] for row in group] for group in mine]))
+    totals: list[float | None] = []
+    for group in groups:
+        totals += [r.total for r in next(rewards)] if group[0][0] == task.name else [None] * size
+    return totals
 
 
 def verl_compute_score(*tasks: Task) -> Callable[..., dict[str, float]]:
     """A verl ``compute_score(data_source, solution_str, ground_truth, extra_info)``: scores a row with the
     task named by its ``data_source`` (with one task, always that task) and returns ``{"score": total,
     **parts}`` (verl logs every key). ``ground_truth`` is the ``zoo_answer`` JSON and ``extra_info["zoo_meta"]``
-    the meta JSON (see `verl_fields`); a ``data_source`` none of ``tasks`` is named is a ValueError."""
+    the meta JSON (see `verl_fields`); a ``data_source`` none of ``tasks`` is named is a ValueError, and so is a
+    task with a ``self_reward`` (it needs a prompt's completions together)."""
     if not tasks:
         raise ValueError("verl_compute_score needs at least one task")
+    grouped = [task.name for task in tasks if task.self_reward is not None]
+    if grouped:  # scored one completion at a time, a self-reward would silently become the labelled reward
+        raise ValueError(f"verl's compute_score sees one completion at a time, so the self_reward of {grouped} "
+                         "cannot compare a prompt's completions; use trl_reward(task, num_generations) or zoo's GRPO")
     by_name = {task.name: task for task in tasks}
 
     def compute_score(data_source: str, solution_str: str, ground_truth: str,

@@ -88,6 +88,45 @@ def test_bad_columns_are_a_clear_error():
         trl_reward(Rotation())(prompts=["p"], completions=["A"], zoo_answer=["A"], zoo_meta=["{}"])
 
 
+def majority_rotation() -> Rotation:
+    return Rotation(labels="letters", answer_format="bare", format_weight=0.1, self_reward=tasks.MajorityVote())
+
+
+def grouped_columns(examples: list, size: int) -> dict[str, list]:
+    """TRL's reward columns for ``examples``, each repeated ``size`` times in a row (TRL's group layout)."""
+    rows = [example_columns(example) for example in examples for _ in range(size)]
+    return {"prompts": [example.prompt_text for example in examples for _ in range(size)],
+            **{key: [row[key] for row in rows] for key in rows[0]}}
+
+
+def test_trl_self_reward_scores_each_run_of_generations_as_one_group():
+    task = majority_rotation()
+    examples = [task.make_example(make_item("image", seed), random.Random(seed)) for seed in (0, 1, 2)]
+    columns = grouped_columns(examples, 4)
+    columns["zoo_task"][8:] = ["jigsaw"] * 4  # a third prompt of another task
+    completions = ["A", "A", "B", "zzz", "C", "D", "", "", "A", "A", "A", "A"]
+    got = trl_reward(task, num_generations=4)(completions=completions, **columns)
+    # group 1: "A" wins 2 of 3 votes; group 2: C and D tie, so it abstains (format reward only)
+    assert got[:8] == pytest.approx([1.1, 1.1, 0.1, 0.0, 0.1, 0.1, 0.0, 0.0]) and got[8:] == [None] * 4
+    two = [[r.total for r in group] for group in task.verify_group(examples[:2], [completions[:4], completions[4:8]])]
+    assert got[:8] == two[0] + two[1]
+
+
+def test_trl_self_reward_refuses_what_it_cannot_group():
+    task = majority_rotation()
+    examples = [task.make_example(make_item("image", seed), random.Random(seed)) for seed in (0, 1)]
+    reward = trl_reward(task, num_generations=4)
+    with pytest.raises(ValueError, match="do not split into groups of num_generations=4"):
+        reward(completions=["A"] * 6, **{k: v[:6] for k, v in grouped_columns(examples, 3).items()})
+    with pytest.raises(ValueError, match="rows 0-3 are not one prompt's 4 generations"):
+        reward(completions=["A"] * 8, **grouped_columns(examples * 2, 2))
+    with pytest.raises(ValueError, match="needs TRL's num_generations"):
+        trl_reward(task)
+    coreward = Rotation(self_reward=tasks.CoReward())
+    with pytest.raises(ValueError, match="CoReward pairs each question with a rewrite"):
+        trl_reward(coreward, num_generations=4)
+    with pytest.raises(ValueError, match=r"self_reward of \['rotation'\] cannot compare"):
+        verl_compute_score(task)
 
 
 def test_trl_prompt_keeps_each_image_between_its_texts():
@@ -102,13 +141,27 @@ def test_trl_prompt_keeps_each_image_between_its_texts():
         trl_prompt(video)
 
 
+def letters_only_grpo(model: str, out):
+    """A two-step CPU `GRPOConfig` (8 rows: 2 prompts x 4 completions) whose one new token is a letter A-D, so
+    some rewards are 1 and some 0."""
+    from transformers import AutoConfig, AutoTokenizer
+    from trl import GRPOConfig
+
+    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
+    letters = AutoTokenizer.from_pretrained(model).convert_tokens_to_ids(list("ABCD"))
+    return GRPOConfig(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=1, generation_kwargs={"suppress_tokens": sorted(set(range(vocab)) -
+                                                                                            set(letters))},
+                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
+                      save_strategy="no", seed=0, dataloader_num_workers=0)
+
+
 def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp_path, monkeypatch):
     """docs/ecosystem.md's TRL block, run as it is: two GRPOTrainer steps of a tiny Qwen2.5-VL on CropInpaint
     (5 images a prompt). Every text the processor gets has each image right after its label, with the images
     of one example in order; the rewards TRL logs are ``task.verify``. One letter A-D a completion, so some
     rewards are 1 and some 0."""
-    from transformers import AutoConfig, AutoProcessor
-    from trl import GRPOConfig
+    from transformers import AutoProcessor
 
     from tasks.adapters import completion_text
     from zoo import tiny
@@ -124,12 +177,7 @@ def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp
         return call(self, *args, **kwargs)
 
     monkeypatch.setattr(type(processor), "__call__", spy)
-    vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
-    others = sorted(set(range(vocab)) - set(processor.tokenizer.convert_tokens_to_ids(list("ABCD"))))
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=1, generation_kwargs={"suppress_tokens": others},
-                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
-                      save_strategy="no", seed=0, dataloader_num_workers=0)
+    args = letters_only_grpo(model, tmp_path)
     images = [make_item("image", i) for i in range(4)]
     scope = {"model": model, "images": images, "args": args}
     exec(recipe("trl"), scope)
@@ -151,6 +199,35 @@ def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp
                 for shown, c in zip(logged["images"], logged["completion"], strict=True)]
     assert rewards == expected and 0 < sum(rewards) < len(rewards), (list(logged["completion"]), rewards)
     assert trainer.state.global_step == 2
+
+
+def test_trl_trains_with_a_majority_vote_self_reward(tmp_path):
+    """Two GRPOTrainer steps of a tiny Qwen2.5-VL on a majority-vote rotation (one letter A-D): every reward
+    TRL logs is the self-reward of its prompt's group of 4 (`Task.verify_group`), not the labelled reward."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from tasks.adapters import completion_text, trl_row
+    from zoo import tiny
+
+    model = tiny.resolve("tiny:qwen2_5_vl")
+    args = letters_only_grpo(model, tmp_path)
+    task = majority_rotation()
+    examples = [task.make_example(make_item("image", i), random.Random(i)) for i in range(4)]
+    trainer = GRPOTrainer(model=model, reward_funcs=trl_reward(task, num_generations=4), args=args,
+                          train_dataset=Dataset.from_list([trl_row(example) for example in examples]))
+    trainer.train()
+    logged = trainer._logs
+    texts = [completion_text(c) for c in logged["completion"]]
+    shown = [next(e for e in examples if same_images(images, media_of(e))) for images in logged["images"]]
+    expected = []
+    for start in range(0, len(texts), 4):
+        assert all(example is shown[start] for example in shown[start:start + 4])
+        (group,) = task.verify_group([shown[start]], [texts[start:start + 4]])
+        expected += [reward.total for reward in group]
+    labelled = [task.verify(example, text).total for example, text in zip(shown, texts, strict=True)]
+    assert list(logged["rewards"][f"zoo_{task.name}"]) == pytest.approx(expected) and len(expected) >= 8
+    assert expected != labelled, (texts, expected)  # the run shows a self-reward, not the labels
 
 
 def decode_uri(uri: str):
