@@ -41,6 +41,12 @@ def test_grid_transfer_evaluates_both_grid_sizes(capsys):
     assert "held-out 3x1 accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("claim", "arm"), [("grid_transfer", "train 2x1"), ("pretext_transfer", "clip order")])
+def test_an_unknown_arm_is_an_error_not_an_empty_run(claim, arm):
+    with pytest.raises(ValueError, match=r"no arm named \['KL 0.04'\] in this claim; its arms: \["):
+        repro(claim, **SMALL, arms=[arm, "KL 0.04"])
+
+
 def test_grid_transfer_eval_sets_differ_only_in_grid():
     evals = grid_transfer.arms()[0].evals
     assert {name: (t.rows, t.cols) for name, t in evals.items()} == {"2x1": (2, 1), "3x1": (3, 1)}

@@ -171,6 +171,15 @@ def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, d
     return [(s, by[first, s], by[second, s]) for s in seeds]
 
 
+def chosen_arms(arms: list, names: list[str] | None) -> list:
+    """The arms named in ``names`` (None: all); a name no arm has is a ValueError, not an empty run."""
+    unknown = sorted(set(names or ()) - {arm.name for arm in arms})
+    if unknown:
+        raise ValueError(f"no arm named {unknown} in this claim; its arms: {[arm.name for arm in arms]} (a name "
+                         "with a comma needs JSON: --arms '[\"a, b\"]')")
+    return [arm for arm in arms if not names or arm.name in names]
+
+
 def run_claim(args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str],
               eval_parts: list[tuple[str, str]]) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
@@ -179,8 +188,8 @@ def run_claim(args: Options, arms: list[Arm], claim: str, verdict, train_keys: l
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
     else:
-        chosen = [a for a in arms if not args.arms or a.name in args.arms]
-        rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen]
+        rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds
+                for arm in chosen_arms(arms, args.arms)]
     held, note = verdict(rows)
     print(f"claim: {claim}")
     print(table(rows, train_keys, eval_parts))

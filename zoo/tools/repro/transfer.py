@@ -19,7 +19,7 @@ from lightning.pytorch import Trainer, seed_everything
 from datamodules import PretextDataModule
 from datamodules.sources.base import Source
 from tasks import Task
-from zoo.tools.repro.common import Options, Recorder, window
+from zoo.tools.repro.common import Options, Recorder, chosen_arms, window
 from zoo.tools.repro.downstream import DownstreamProbe, downstream_scores
 
 BASE = "tiny:qwen2_5_vl_perception"
@@ -40,6 +40,7 @@ class Stage:
         source: Its raw items (one per modality for a mix); its last items are held out.
         lr: AdamW learning rate (betas 0.9, 0.99, no weight decay, clip 1.0).
         entropy_coef: Token-entropy bonus of a GRPO stage.
+        beta: KL penalty of a GRPO stage towards the policy it starts from (0: none).
         prompts: Prompts per GRPO step.
     """
 
@@ -49,6 +50,7 @@ class Stage:
     source: Source | list[Source] | None = None
     lr: float = 3e-4
     entropy_coef: float = 0.0
+    beta: float = 0.0
     prompts: int = 8
 
 
@@ -93,7 +95,7 @@ def _trainer(stage: Stage, steps: int, callbacks: list) -> Trainer:
     from zoo import GRPOStrategy
     from zoo.sft import SFTStrategy
 
-    strategy = (GRPOStrategy(num_generations=GROUP, max_new_tokens=1, entropy_coef=stage.entropy_coef)
+    strategy = (GRPOStrategy(num_generations=GROUP, max_new_tokens=1, entropy_coef=stage.entropy_coef, beta=stage.beta)
                 if stage.method == "grpo" else SFTStrategy(max_new_tokens=1))
     return Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
                    enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
@@ -220,9 +222,8 @@ def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: st
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
     else:
-        chosen = [a for a in arms if not args.arms or a.name in args.arms]
         rows = [run_transfer_arm(arm, seed, args.steps, args.probe_every, args.val_size)
-                for seed in args.seeds for arm in chosen]
+                for seed in args.seeds for arm in chosen_arms(arms, args.arms)]
     held, note = verdict(rows)
     print(f"claim: {claim}")
     for r in rows:
