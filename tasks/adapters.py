@@ -214,9 +214,10 @@ def _group_totals(task: Task, rows: list[tuple], size: int) -> list[float | None
     if len(rows) % size:
         raise ValueError(f"{len(rows)} completions do not split into groups of num_generations={size}")
     groups = [rows[start:start + size] for start in range(0, len(rows), size)]
-    for start, group in zip(range(0, len(rows), size), groups, strict=True):
+    for number, group in enumerate(groups):
         if any(row[:3] != group[0][:3] for row in group):
-            raise ValueError(f"rows {start}-{start + size - 1} are not one prompt's {size} generations: a self-reward "
+            first = number * size
+            raise ValueError(f"rows {first}-{first + size - 1} are not one prompt's {size} generations: a self-reward "
                              "needs TRL's consecutive groups, whole on each process")
     mine = [group for group in groups if group[0][0] == task.name]
     rewards = iter(task.verify_group([example_from_columns(*group[0][:3]) for group in mine],
