@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
+from zoo.data import STAGES, check_data
+
 
 @dataclass
 class Stage:
@@ -68,8 +70,7 @@ class Curriculum(Callback):
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         datamodule = trainer.datamodule
-        if not hasattr(datamodule, "set_curriculum"):
-            raise RuntimeError("Curriculum needs a data module with curriculum stages: datamodules.PretextDataModule")
+        check_data(datamodule, [STAGES])
         datamodule.set_curriculum([(s.weights, s.tasks) for s in self.stages])
 
     def on_train_start(self, trainer, pl_module) -> None:

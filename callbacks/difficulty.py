@@ -12,7 +12,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from datamodules.difficulty import MODES, PassRates, weights
 from datamodules.streams import ITEM_KEY
-from zoo.grpo.metrics import gather_objects
+from zoo.metrics import gather_objects
 
 
 class DifficultySampler(Callback):

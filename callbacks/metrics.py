@@ -9,13 +9,10 @@ from pathlib import Path
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from zoo.grpo.evaluation import TaskMeans
-from zoo.grpo.metrics import gather_objects
+from zoo.evaluation import TaskMeans
+from zoo.metrics import gather_objects
 
 PROGRESS_BAR = ("train/reward", "train/grpo/kl")
-#: Strategy attributes recorded with the results of ``zoo validate`` / ``zoo test``.
-EVAL_SETTINGS = ("eval_num_generations", "eval_temperature", "eval_top_p", "eval_seed", "eval_pass_k",
-                 "max_new_tokens")
 
 
 class GRPOMetrics(Callback):
@@ -50,7 +47,8 @@ class GRPOMetrics(Callback):
                           batch_size=len(batch))
 
     def _on_eval_epoch_start(self, trainer, pl_module):
-        names = getattr(trainer.strategy, "eval_score_names", ["accuracy", "reward"])
+        evaluation = getattr(trainer.strategy, "evaluation", None)  # `zoo.evaluation.Evaluation`
+        names = evaluation.score_names if evaluation is not None else ["accuracy", "reward"]
         tasks = sorted(getattr(trainer.datamodule, "tasks", {}))
         self._eval = TaskMeans(tasks, names).to(pl_module.device)
 
@@ -78,7 +76,8 @@ class GRPOMetrics(Callback):
             self._write(trainer, prefix, results)
 
     def _write(self, trainer, split: str, results: dict[str, float]) -> None:
-        settings = {name: getattr(trainer.strategy, name) for name in EVAL_SETTINGS if hasattr(trainer.strategy, name)}
+        evaluation = getattr(trainer.strategy, "evaluation", None)
+        settings = evaluation.settings if evaluation is not None else {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"split": split, "at": evaluated_at(trainer), "settings": settings,
                                          "metrics": {f"{split}/{k}": v for k, v in results.items()}}, indent=1))

@@ -6,7 +6,7 @@ from lightning.pytorch import Callback
 
 from callbacks.metrics import JsonlFile, evaluated_at, run_path
 from tasks import answers
-from zoo.grpo.metrics import gather_objects
+from zoo.metrics import gather_objects
 
 
 class Predictions(Callback):

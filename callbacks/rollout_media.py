@@ -9,7 +9,7 @@ import wave
 import numpy as np
 from PIL import Image
 
-from zoo.tools.preview import panels
+from zoo.panels import panels
 
 THUMB_HEIGHT = 128  # pixels of each picture in a strip
 AUDIO_GAP_S = 0.25  # silence between two audio parts of one prompt

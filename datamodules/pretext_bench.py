@@ -78,7 +78,7 @@ class PretextBench(LightningDataModule):
 
     def setup(self, stage: str) -> None:
         module = self.trainer.lightning_module if self.trainer is not None else None
-        takes = getattr(module, "modalities", None)
+        takes = getattr(module, "content_kinds", None)
         if takes is not None:
             refused = {n: sorted(set(self.manifest["sets"][n]["content"]) - takes) for n in self._tasks}
             refused = {n: kinds for n, kinds in refused.items() if kinds}

@@ -10,8 +10,8 @@ import torch
 from tests import benchmark_fixtures as fx
 from tests.test_cli import ROOT, run_dir, zoo
 from zoo.cli import cli
-from zoo.grpo.rollout import Rollout
 from zoo.qwen_vl import QwenVLPolicy
+from zoo.rollout.rollout import Rollout
 
 
 class CannedPolicy(QwenVLPolicy):

@@ -32,7 +32,9 @@ def page_files(appended: bool = False) -> dict[str, str]:
 def test_each_extension_is_one_new_file_or_one_appended_function():
     new, appended = page_files(), page_files(appended=True)
     sources = [path for path in new if path.endswith(".py") and not path.startswith("tests/")]
-    assert sorted(sources) == ["datamodules/sources/numpy_images.py", "tasks/image/mirror.py", "zoo/llava.py"]
+    assert sorted(sources) == ["datamodules/sources/heatmaps.py", "datamodules/sources/numpy_images.py",
+                               "tasks/heatmap/__init__.py", "tasks/heatmap/hottest_quadrant.py", "tasks/image/mirror.py",
+                               "zoo/llava.py", "zoo/rollout/native.py"]
     assert not [path for path in new if (ROOT / path).exists()], "the examples are new files, not edits"
     assert list(appended) == ["zoo/grpo/functional.py"] and appended["zoo/grpo/functional.py"].count("\ndef ") == 1
 
@@ -46,6 +48,7 @@ def tree(tmp_path_factory) -> Path:
     for name in ("setup.cfg", "pyproject.toml"):
         shutil.copy(ROOT / name, root / name)
     for path, body in page_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)  # a new modality is a new folder
         (root / path).write_text(body)
     for path, body in page_files(appended=True).items():
         (root / path).write_text(f"{(root / path).read_text()}\n\n{body}")
@@ -66,7 +69,7 @@ def test_the_contract_tests_pick_up_the_new_task_and_policy(tree):
     loss's own test."""
     result = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/test_contract.py",
                  "tests/zoo/test_policy_contract.py", "tests/test_pretext_bench.py", "tests/test_discovery.py",
-                 "tests/zoo/test_tiny.py", "tests/zoo/test_cispo.py", "-k", "Mirror or LlavaPolicy or "
+                 "tests/zoo/test_tiny.py", "tests/zoo/test_cispo.py", "-k", "Mirror or HottestQuadrant or LlavaPolicy or "
                  "states_its_levels or short_name or tiny_checkpoint_is_a_family or cispo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", result.stdout)[1])
@@ -79,6 +82,15 @@ def test_two_grpo_steps_on_the_new_policy_source_task_and_loss(tree):
     (metrics,) = tree.glob("runs/lightning_logs/version_*/metrics.csv")
     rows = list(csv.DictReader(metrics.open()))
     assert any(row.get("train/reward/mirror/accuracy") for row in rows), rows[:2]
+
+
+def test_two_grpo_steps_on_the_new_modality_with_the_new_engine(tree):
+    result = run(tree, "-m", "zoo", "fit", "--config", "heatmap.yaml", "--trainer.enable_progress_bar", "false",
+                 "--trainer.default_root_dir", "heat")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (metrics,) = tree.glob("heat/lightning_logs/version_*/metrics.csv")
+    rows = list(csv.DictReader(metrics.open()))
+    assert any(row.get("train/reward/hottest_quadrant/accuracy") for row in rows), rows[:2]
 
 
 @pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_graph import core_to_tools, cycles, import_graph
+
 ROOT = Path(__file__).parents[1]
 PACKAGES = ("zoo", "tasks", "datamodules", "callbacks")
 
@@ -29,9 +31,9 @@ def test_package_imports_with_the_others_blocked(package, blocked):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-@pytest.mark.parametrize("name", ["functional.py", "logprobs.py"])
+@pytest.mark.parametrize("name", ["grpo/functional.py", "rollout/logprobs.py"])
 def test_grpo_math_imports_nothing_from_the_project(name):
-    tree = ast.parse((ROOT / "zoo" / "grpo" / name).read_text())
+    tree = ast.parse((ROOT / "zoo" / name).read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
@@ -47,3 +49,37 @@ def test_nothing_imports_callbacks_but_the_cli():
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         assert not any(n == "callbacks" or n.startswith("callbacks.") for n in names), path
+
+
+def test_no_package_has_an_import_cycle():
+    found = cycles(import_graph(ROOT, PACKAGES))
+    assert not found, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_the_core_never_imports_the_tools():
+    """`zoo/tools` holds side commands over the core; only the composition root (the CLI) names them."""
+    edges = core_to_tools(import_graph(ROOT, PACKAGES))
+    assert not edges, edges
+
+
+def test_a_planted_cycle_is_found_and_named(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from pkg import a\n")  # a package re-export is not an edge
+    (package / "a.py").write_text("import os\nfrom pkg.sub.b import helper\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "b.py").write_text("def helper():\n    from pkg import c\n")  # inside a function too
+    (package / "c.py").write_text("from . import a\n")  # relative
+    (package / "d.py").write_text("from pkg.a import x\n")  # imports into the cycle, not part of it
+    graph = import_graph(tmp_path, ("pkg",))
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
+    (package / "c.py").write_text("import pkg.sub\n")  # now only the package: no cycle
+    assert cycles(import_graph(tmp_path, ("pkg",))) == []
+
+
+def test_a_planted_tools_import_is_found(tmp_path):
+    (tmp_path / "zoo" / "tools").mkdir(parents=True)
+    (tmp_path / "zoo" / "tools" / "export.py").write_text("")
+    (tmp_path / "zoo" / "policy.py").write_text("def load():\n    from zoo.tools.export import export\n")
+    (tmp_path / "zoo" / "cli.py").write_text("from zoo.tools.export import export\n")  # the root may
+    assert core_to_tools(import_graph(tmp_path, ("zoo",))) == ["zoo.policy -> zoo.tools.export"]

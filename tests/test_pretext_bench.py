@@ -216,7 +216,7 @@ def test_a_manifest_naming_a_class_outside_tasks_is_refused(mixed, tmp_path):
 
 def test_sets_a_policy_cannot_take_are_refused_before_testing_or_left_out_by_content(mixed):
     bench = PretextBench(str(mixed), tasks=["jigsaw", "audio_jigsaw"])
-    bench.trainer = SimpleNamespace(lightning_module=SimpleNamespace(modalities=frozenset({"text", "image"})))
+    bench.trainer = SimpleNamespace(lightning_module=SimpleNamespace(content_kinds=frozenset({"text", "image"})))
     with pytest.raises(ValueError, match="audio_jigsaw@4segments"):
         bench.setup("test")
     kept = PretextBench(str(mixed), tasks=["jigsaw", "audio_jigsaw"], content=["text", "image"])

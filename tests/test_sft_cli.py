@@ -77,18 +77,31 @@ def test_grpo_stage_starts_from_the_sft_weights_and_every_stage_keeps_its_output
     assert again.stdout.count("not run again") == 2
 
 
-def test_a_checkpoint_as_pretrained_starts_from_its_weights(chain):
-    from zoo import QwenVLPolicy
+def test_a_checkpoint_as_pretrained_starts_from_its_weights(chain, tmp_path):
+    from zoo.cli import cli
 
     cwd, _ = chain
     ckpt = cwd / "out" / "sft" / "checkpoints" / "last.ckpt"
-    policy = QwenVLPolicy(pretrained=str(ckpt))  # the one line a GRPO config needs
+    # the one line a GRPO config needs: where the run is composed, the checkpoint is exported once and loaded
+    composed = cli(["fit", "--config", str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"),
+                    "--model.init_args.pretrained", str(ckpt), "--trainer.default_root_dir", str(tmp_path)],
+                   run=False)
+    policy = composed.model
     policy.configure_model()
     trained = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     state = policy.state_dict()
     assert set(trained) == set(state)
     for name, value in trained.items():
         assert torch.equal(state[name], value), name
+
+
+def test_a_checkpoint_given_to_a_policy_in_python_names_the_export(chain):
+    from zoo import QwenVLPolicy
+
+    cwd, _ = chain
+    ckpt = cwd / "out" / "sft" / "checkpoints" / "last.ckpt"
+    with pytest.raises(ValueError, match=r"is a zoo training checkpoint: .*zoo.export.as_pretrained"):
+        QwenVLPolicy(pretrained=str(ckpt)).configure_model()
 
 
 CHAINS = sorted(str(p) for p in (ROOT / "configs" / "chains").glob("*.yaml"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.tools.export import read_checkpoint
+from zoo.checkpoints import read_checkpoint
 
 ROOT = Path(__file__).parents[1]
 COMMON = ["--trainer.max_steps", "2", "--validate_before_fit", "false", "--data.init_args.val_size", "0",

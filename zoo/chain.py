@@ -11,7 +11,7 @@ optional extra command-line arguments::
 
 Stage ``k`` runs as its own ``zoo fit`` process (any launcher, device count and strategy work as they do for
 ``zoo fit``) writing under ``<out>/<name>/``: logs and ``metrics.json``, ``checkpoints/last.ckpt`` (its final
-weights) and ``model/`` (those weights exported, `zoo.tools.export`); stage ``k + 1`` gets
+weights) and ``model/`` (those weights exported, `zoo.export`); stage ``k + 1`` gets
 ``--model.init_args.pretrained <out>/<name of k>/model``. A stage whose ``model/`` exists is not run again, so a
 chain that stopped resumes at the stage that did not finish. ``<out>/chain.json`` lists every stage's paths and
 final held-out metrics.
@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from zoo.export import export
 
 
 def load_chain(path: str) -> tuple[Path, list[dict]]:
@@ -66,8 +68,6 @@ def latest_metrics(folder: Path) -> dict:
 
 def run_chain(path: str, out: str | None = None) -> list[dict]:
     """Run the stages of a chain file in order; returns (and writes to ``<out>/chain.json``) what each left."""
-    from zoo.tools.export import export
-
     root, stages = load_chain(path)
     root, start, done = (Path(out) if out else root).resolve(), None, []
     for stage in stages:

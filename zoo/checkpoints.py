@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -150,3 +151,28 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def is_checkpoint(pretrained: str) -> bool:
+    """A Lightning checkpoint: a ``.ckpt`` file, or the folder of shards `zoo.grpo.GRPOFSDPStrategy` saves."""
+    path = Path(pretrained).expanduser()
+    return (path.is_file() and path.suffix == ".ckpt") or (path.is_dir() and (path / ".metadata").is_file())
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """A Lightning checkpoint as a dict, read with ``weights_only=True``: one ``.ckpt`` file, or the folder
+    of shards that `zoo.grpo.GRPOFSDPStrategy` writes (consolidated in memory)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.is_file():
+        return torch.load(path, map_location="cpu", weights_only=True)
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_to_torch_save(path, Path(tmp) / "full.pt")
+        checkpoint = torch.load(Path(tmp) / "full.pt", map_location="cpu", weights_only=True)
+    meta = path / "meta.pt"  # Lightning's non-tensor state beside the shards
+    if meta.is_file():
+        checkpoint.update(torch.load(meta, map_location="cpu", weights_only=True))
+    return checkpoint

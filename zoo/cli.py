@@ -35,6 +35,7 @@ import tasks  # noqa: F401
 from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, StepProgress, TrainingCurves
 from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
 from zoo.errors import user_error
+from zoo.export import as_pretrained, export
 from zoo.policy import PolicyModule
 
 #: Logger classes whose package is an optional extra: (import name, extra).
@@ -161,6 +162,7 @@ class ZooCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else None
         if config is not None:
             _check_logger_packages(config.trainer.get("logger"))
+            _export_checkpoint_as_pretrained(config.get("model"))
 
     def _start(self) -> None:
         """Before every command: resolve ``--ckpt_path last`` and say where the run writes."""
@@ -189,6 +191,15 @@ def _check_logger_packages(logger) -> None:
         if package and importlib.util.find_spec(package) is None:
             raise ModuleNotFoundError(f"trainer.logger {class_path} needs the {package!r} package: "
                                       f"pip install 'zoo[{extra}]' (or pip install {package})")
+
+
+def _export_checkpoint_as_pretrained(model) -> None:
+    """A zoo checkpoint given as the policy's ``pretrained`` (an SFT cold start, say) becomes the Hugging Face
+    directory it exports to, once (`zoo.export.as_pretrained`): the policy itself only loads directories."""
+    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
+    pretrained = init_args.get("pretrained") if init_args is not None else None
+    if isinstance(pretrained, str):
+        init_args["pretrained"] = as_pretrained(pretrained)
 
 
 def checkpoint_dirs(trainer: Trainer) -> list[Path]:
@@ -239,8 +250,6 @@ def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -
         policy: Import paths of the checkpoint's policy class when it is not one of zoo's (a checkpoint alone
             never makes zoo import a class).
     """
-    from zoo.tools.export import export
-
     print(f"[zoo] exported {ckpt} to {export(ckpt, out, policy or [])}")
 
 
@@ -249,7 +258,8 @@ def export_checkpoint(*, ckpt: str, out: str, policy: list[str] | None = None) -
 COMMANDS = {"export": "zoo.cli:export_checkpoint", "list": "zoo.tools.catalog:list_catalog",
             "speed": "zoo.tools.speed:Speed", "preview": "zoo.tools.preview:preview",
             "pretext-bench": "zoo.tools.pretext_bench:COMMANDS", "repro": "zoo.tools.repro:repro",
-            "chain": "zoo.chain:chain", "select": "zoo.tools.select:select"}
+            "chain": "zoo.chain:chain", "select": "zoo.tools.select:select",
+            "build-base": "zoo.tools.perception_base:build_base"}
 #: Old command names: what ``zoo --help`` says of each, and the line ``zoo <name>`` answers with.
 RENAMED = {"bench": ("Renamed: zoo speed; evaluation benchmarks run with zoo test.",
                      "zoo bench is now zoo speed (zoo vs TRL: step time, tokens/s, memory); evaluation benchmarks "

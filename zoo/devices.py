@@ -56,7 +56,7 @@ class FSDP2:
         self._data_parallel_size = self.world_size  # every process is a data-parallel shard
         super().setup_environment()
 
-    def _sync_context(self, last: bool):
+    def sync_context(self, last: bool):
         """Skip the gradient reduce-scatter on every micro-batch but the last."""
         if last:
             return nullcontext()

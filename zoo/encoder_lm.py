@@ -76,7 +76,7 @@ class EncoderLMPolicy(SplicedPolicy):
             ``projector`` and ``llm``.
     """
 
-    modalities = frozenset({"text", "image"})
+    content_kinds = frozenset({"text", "image"})
     tiny_checkpoints = ("tiny:qwen2",)
     media_kind = "image"
     encoder_group = "vision"

@@ -9,8 +9,11 @@ import traceback
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 
+from zoo.data import MissingDataMethod
+
 #: Exceptions that mean a bad configuration, file or option (a bug raises other kinds, or inside a step).
-USER_ERRORS = (ValueError, OSError, ImportError, MisconfigurationException, argparse.ArgumentError)
+USER_ERRORS = (ValueError, OSError, ImportError, MisconfigurationException, argparse.ArgumentError,
+               MissingDataMethod)
 #: Functions whose failures happen while training or evaluating, not while setting up: their traceback is kept.
 STEP_FUNCTIONS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "backward",
                             "optimizer_step"})

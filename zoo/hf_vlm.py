@@ -106,7 +106,7 @@ class HFVLMPolicy(PolicyModule):
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
-    modalities = frozenset({"text", "image"})
+    content_kinds = frozenset({"text", "image"})
     tiny_checkpoints = ("tiny:idefics3", "tiny:gemma3", "tiny:llava_onevision")
     banned_special = BANNED
 

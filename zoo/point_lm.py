@@ -88,7 +88,7 @@ class PointLMPolicy(SplicedPolicy):
             ``projector`` and ``llm``.
     """
 
-    modalities = frozenset({"text", "point_cloud"})
+    content_kinds = frozenset({"text", "point_cloud"})
     tiny_checkpoints = ("tiny:qwen2",)
     media_kind = "point_cloud"
 

@@ -19,13 +19,16 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 
+from zoo import tiny
 from zoo.batch import PromptBatch
+from zoo.checkpoints import is_checkpoint
 from zoo.features import encoded_once
-from zoo.grpo import logprobs
-from zoo.grpo.engine import HFEngine, Prompts, RolloutEngine, Sampling, completion_ids
-from zoo.grpo.rollout import Rollout, completion_mask, example_row_seeds
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
-from zoo.pretrained import resolve as resolve_pretrained
+from zoo.rollout import logprobs
+from zoo.rollout.engine import Prompts, RolloutEngine, Sampling, completion_ids
+from zoo.rollout.hf import HFEngine
+from zoo.rollout.rollout import Rollout, completion_mask
+from zoo.rollout.seeds import example_row_seeds
 from zoo.sharding import reshard, shard
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
@@ -39,8 +42,9 @@ class PolicyModule(LightningModule, ABC):
 
     Args:
         pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
-            random-init model (see `zoo.tiny`); a zoo checkpoint (``.ckpt``, or an FSDP2 checkpoint folder)
-            starts from its trained weights, e.g. an SFT cold start before GRPO (exported once, `zoo.pretrained`).
+            random-init model (see `zoo.tiny`); in a config, a zoo checkpoint (``.ckpt``, or an FSDP2
+            checkpoint folder) starts from its trained weights, e.g. an SFT cold start before GRPO (the CLI
+            exports it once, `zoo.export.as_pretrained`).
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
@@ -64,12 +68,13 @@ class PolicyModule(LightningModule, ABC):
             once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode`` need).
         compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache; Hugging Face
             ``generate`` compiles on the first call, which takes a while). Ignored on CPU.
-        engine: The rollout engine that samples completions (`zoo.grpo.engine.RolloutEngine`); None is
-            `zoo.grpo.engine.HFEngine`, Hugging Face ``generate`` on this model (the sampling settings above
+        engine: The rollout engine that samples completions (`zoo.rollout.engine.RolloutEngine`); None is
+            `zoo.rollout.HFEngine`, Hugging Face ``generate`` on this model (the sampling settings above
             are its). Log-probs are always recomputed by the policy.
     """
 
-    modalities: ClassVar[frozenset[str]] = frozenset({"text"})
+    #: The content part types (`tasks.Example` messages) its prompts may hold: "text", "image", "video", ...
+    content_kinds: ClassVar[frozenset[str]] = frozenset({"text"})
     #: Offline ``pretrained`` values of this family (`zoo.tiny`); contract tests run every one of them.
     tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
     #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure tokens.
@@ -154,7 +159,10 @@ class PolicyModule(LightningModule, ABC):
     def _load_pretrained(self) -> tuple:
         """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a model that
         cannot be read or fetched (offline, a hub id must already be in the Hugging Face cache)."""
-        path = resolve_pretrained(self.pretrained)
+        if is_checkpoint(self.pretrained):
+            raise ValueError(f"pretrained={self.pretrained!r} is a zoo training checkpoint: `zoo fit` exports it "
+                             "for you; in Python pass zoo.export.as_pretrained(path) instead")
+        path = tiny.resolve(self.pretrained)
         if path.startswith((".", "/", "~")) and not Path(path).expanduser().is_dir():
             raise FileNotFoundError(f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
                                     "a hub id (org/name) or tiny:<family>")
@@ -204,14 +212,14 @@ class PolicyModule(LightningModule, ABC):
                 module.requires_grad_(False)
 
     def check_media(self, examples: list) -> None:
-        """Every content part of ``examples`` must be of a kind in `modalities`."""
+        """Every content part of ``examples`` must be of a kind in `content_kinds`."""
         for ex in examples:
             for message in ex.messages:
                 content = message["content"]
                 kinds = {"text"} if isinstance(content, str) else {part["type"] for part in content}
-                if not kinds <= self.modalities:
-                    raise ValueError(f"{type(self).__name__} takes {sorted(self.modalities)} content, but an "
-                                     f"example of task {ex.task!r} has {sorted(kinds - self.modalities)}")
+                if not kinds <= self.content_kinds:
+                    raise ValueError(f"{type(self).__name__} takes {sorted(self.content_kinds)} content, but an "
+                                     f"example of task {ex.task!r} has {sorted(kinds - self.content_kinds)}")
 
     def _eos_ids(self) -> list[int]:
         configured = self.model.generation_config.eos_token_id

@@ -40,7 +40,7 @@ class QwenAudioPolicy(PolicyModule):
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
-    modalities = frozenset({"text", "audio"})
+    content_kinds = frozenset({"text", "audio"})
     tiny_checkpoints = ("tiny:qwen2_audio",)
 
     def load(self, path: str):

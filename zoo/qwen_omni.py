@@ -40,7 +40,7 @@ class QwenOmniPolicy(PolicyModule):
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
-    modalities = frozenset({"text", "audio", "image", "video"})
+    content_kinds = frozenset({"text", "audio", "image", "video"})
     tiny_checkpoints = ("tiny:qwen2_5_omni",)
     shared_media = ("image", "video")
 

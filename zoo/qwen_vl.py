@@ -70,7 +70,7 @@ class QwenVLPolicy(PolicyModule):
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
-    modalities = frozenset({"text", "image", "video"})
+    content_kinds = frozenset({"text", "image", "video"})
     tiny_checkpoints = ("tiny:qwen2_vl", "tiny:qwen2_5_vl", "tiny:qwen3_vl")
     shared_media = ("image", "video")
 

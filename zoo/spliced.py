@@ -72,7 +72,7 @@ class SplicedLM(nn.Module):
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor, **kwargs) -> Tensor:
         """Prompt + new tokens ``[B, T + L]``: the prompt is fed as embeddings, later steps as token ids. With a
-        ``cache`` that already holds the prompt's media (`zoo.grpo.rollout.generate_shared`) the rest is text."""
+        ``cache`` that already holds the prompt's media (`zoo.rollout.hf.generate_shared`) the rest is text."""
         if kwargs.get("cache") is not None:
             return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         embeds = self.embed(input_ids, self._split(kwargs))

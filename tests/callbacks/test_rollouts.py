@@ -22,7 +22,7 @@ from callbacks.rollout_media import THUMB_HEIGHT, audio_track, media_strip
 from callbacks.rollouts import COLUMNS, RolloutSampler, spread_rows
 from tasks import Reward
 from tests.helpers import make_item
-from zoo.grpo.rollout import Rollout
+from zoo.rollout.rollout import Rollout
 
 #: One prompt of each modality: 5 images, 3 videos, audio, a point cloud (prompt b of the batch).
 SPECS = [(tasks.CropInpaint, "image"), (tasks.TemporalJigsaw, "video"), (tasks.AudioJigsaw, "audio"),

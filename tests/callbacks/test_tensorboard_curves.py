@@ -60,7 +60,7 @@ def test_export_of_the_lora_ddp_checkpoint(run, tmp_path):
 
     from tasks import Rotation
     from zoo.cli import main
-    from zoo.tools.export import policy_from_checkpoint
+    from zoo.export import policy_from_checkpoint
 
     (ckpt,) = (run / "checkpoints").glob("*.ckpt")
     main(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "hf")])  # weights_only read of a real checkpoint

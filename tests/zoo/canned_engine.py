@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from zoo.grpo.engine import Prompts, RolloutEngine, Sampling, full_weights
+from zoo.rollout.engine import Prompts, RolloutEngine, Sampling, full_weights
 
 
 def constant_prompt(uid: str) -> bool:

@@ -3,7 +3,7 @@
 Run by `tests/zoo/test_fsdp.py`: ``torchrun --standalone --nproc_per_node 2 -m tests.zoo.fsdp_families OUT_DIR``
 (both ranks import at once; Lightning's own launcher would start the second only at the first fit). Each rank
 writes ``OUT_DIR/rank<r>.json`` with, per case, the loss and, for every parameter of the policy and of its
-reference model, how it is sharded and whether this rank's shard changed, and what `zoo.grpo.engine.full_weights`
+reference model, how it is sharded and whether this rank's shard changed, and what `zoo.rollout.engine.full_weights`
 gives a rollout engine.
 """
 
@@ -24,7 +24,7 @@ from tasks import AudioSpeed, PointCloudRotation, Rotation
 from tests.helpers import LoudOrQuiet, discover
 from zoo import PolicyModule
 from zoo.grpo import GRPOFSDPStrategy
-from zoo.grpo.engine import full_weights
+from zoo.rollout.engine import full_weights
 
 CASES = [(cls, ckpt) for cls in discover(zoo, PolicyModule) for ckpt in cls.tiny_checkpoints]
 
@@ -35,7 +35,7 @@ def case_id(cls, ckpt: str) -> str:
 
 def data_for(cls) -> PretextDataModule:
     """A task through the family's media encoders: audio and an image together where it takes both."""
-    kinds = cls.modalities
+    kinds = cls.content_kinds
     if {"audio", "image"} <= kinds:
         source, task = SyntheticAudio(size=4, seconds=1.0), LoudOrQuiet(answer_format="bare")
     elif "audio" in kinds:

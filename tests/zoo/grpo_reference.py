@@ -33,9 +33,10 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from callbacks import GRPOMetrics
 from tasks import Example, Reward
-from zoo.grpo import GRPODDPStrategy, GRPOStrategy, Rollout
-from zoo.grpo.rollout import completion_mask
+from zoo.grpo import GRPODDPStrategy, GRPOStrategy
 from zoo.hybrid import LUFFY, SRFT, Entropulse
+from zoo.rollout import Rollout
+from zoo.rollout.rollout import completion_mask
 
 V, L_MAX, G_MAX, EOS = 5, 6, 4, 0
 LR = 10.0  # large, so that a second iteration sees ratios well away from 1 (and clipping)

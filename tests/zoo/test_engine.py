@@ -15,7 +15,8 @@ from tests.helpers import make_item
 from tests.test_cli import QUICKSTART, run_dir, zoo
 from tests.zoo.canned_engine import CannedEngine, constant_prompt
 from zoo import QwenVLPolicy
-from zoo.grpo.engine import HFEngine, full_weights
+from zoo.rollout.engine import full_weights
+from zoo.rollout.hf import HFEngine
 
 STEPS, BATCH, G = 3, 4, 8
 

@@ -11,8 +11,8 @@ from callbacks import GRPOMetrics, Predictions
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import PatchPosition, Reward, Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
-from zoo.grpo.evaluation import TaskMeans, example_scores, pass_at_k
-from zoo.grpo.rollout import Rollout
+from zoo.evaluation import TaskMeans, example_scores, pass_at_k
+from zoo.rollout.rollout import Rollout
 
 
 @pytest.mark.parametrize(("n", "c", "k", "expected"), [

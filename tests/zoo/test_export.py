@@ -9,8 +9,8 @@ from safetensors import safe_open
 from tasks import Rotation
 from tests.helpers import make_item
 from zoo import QwenVLPolicy
+from zoo.checkpoints import read_checkpoint
 from zoo.cli import main
-from zoo.tools.export import read_checkpoint
 
 
 def trained_checkpoint(path, lora):

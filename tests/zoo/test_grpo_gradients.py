@@ -214,3 +214,39 @@ def test_two_processes_accumulating_train_the_window_as_one_batch(two_ranks, nam
     per_batch = F.LOSSES[settings["loss_type"]].per_batch  # bnpo: each global batch of 2 prompts, then mean
     expected = R.reference(settings, steps=1, batch_size=2 if per_batch else 4, accumulate=2 if per_batch else 1)
     assert_same(two_ranks[name], expected)
+
+
+class DapoOfMyOwn(F.Loss):
+    """``dapo`` written as a user's own loss type: the same surrogate, the default (token) normaliser."""
+
+    def per_token(self, logps, old_logps, advantages, mask, epsilon, epsilon_high):
+        return F.per_token_loss(logps, old_logps, advantages, mask, "dapo", epsilon, epsilon_high)
+
+
+class SequenceMeanDapo(DapoOfMyOwn):
+    """The same surrogate averaged per row, then over rows: ``grpo``'s aggregation."""
+
+    sequence_mean = True
+
+    def normaliser(self, rows, tokens, max_new_tokens):
+        return rows
+
+
+def test_a_loss_type_of_your_own_trains_as_the_registered_one_it_equals():
+    expected = R.reference(dict(loss_type="dapo"))
+    assert differs(expected, R.reference(dict(loss_type="grpo"))), "the case cannot tell dapo from grpo"
+    assert_same(R.train(dict(loss_type=DapoOfMyOwn())).grads, expected)
+    assert_same(R.train(dict(loss_type=SequenceMeanDapo())).grads, R.reference(dict(loss_type="grpo")))
+
+
+def test_a_loss_type_is_given_by_class_path_in_a_config():
+    from tests.test_configs import parse_args
+
+    path = f"{__name__}.DapoOfMyOwn"
+    config = parse_args(["--config", str(ROOT / "configs/quickstart.yaml"),
+                         "--trainer.strategy.init_args.loss_type", f'{{"class_path": "{path}"}}']).config
+    assert config.trainer.strategy.init_args.loss_type.class_path == path
+    strategy = GRPOStrategy(loss_type=DapoOfMyOwn())
+    assert F.find_loss(strategy.loss_type) is strategy.loss_type
+    with pytest.raises(ValueError, match="no importance ratio"):
+        GRPOStrategy(loss_type=type("OnPolicy", (DapoOfMyOwn,), {"off_policy": False})(), num_iterations=2)

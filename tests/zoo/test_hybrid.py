@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from tasks import Example
-from zoo.grpo.rollout import Rollout
 from zoo.hybrid import LUFFY, SRFT
 from zoo.hybrid import functional as H
 from zoo.hybrid.entropulse import Schedule, Successes
 from zoo.hybrid.expert import join_groups
+from zoo.rollout.rollout import Rollout
 
 
 def test_policy_shaping_and_its_gradient():

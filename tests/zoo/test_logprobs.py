@@ -1,10 +1,10 @@
-"""Token log-probs and entropy (`zoo.grpo.logprobs`), against values worked out by hand."""
+"""Token log-probs and entropy (`zoo.rollout.logprobs`), against values worked out by hand."""
 
 import math
 
 import torch
 
-from zoo.grpo.logprobs import token_log_probs
+from zoo.rollout.logprobs import token_log_probs
 
 # one row, one position, three tokens with probabilities 1/4, 1/2, 1/4 at temperature 1
 LOGITS = torch.log(torch.tensor([[[1.0, 2.0, 1.0]]]))  # [1, 1, 3]

@@ -10,7 +10,8 @@ from tasks import Example, Rotation
 from tasks.audio.common import resample
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
-from zoo.grpo.rollout import SeededSampling, example_row_seeds
+from zoo.rollout.hf import SeededSampling
+from zoo.rollout.seeds import example_row_seeds
 
 POLICIES = discover(zoo, PolicyModule)
 CASES = [(cls, ckpt) for cls in POLICIES for ckpt in cls.tiny_checkpoints]
@@ -86,18 +87,18 @@ def audio_image_examples() -> list[Example]:
 
 def examples_for(policy) -> list[Example]:
     examples = []
-    if policy.modalities == {"text", "audio"}:
+    if policy.content_kinds == {"text", "audio"}:
         examples += audio_examples() + [Example([{"role": "user", "content": "Say hi."}], "hi", "text")]
-    if {"audio", "image"} <= policy.modalities:
+    if {"audio", "image"} <= policy.content_kinds:
         examples += audio_image_examples() + audio_examples()[1:]
-    if "image" in policy.modalities:
+    if "image" in policy.content_kinds:
         examples += image_examples()
-    if "video" in policy.modalities:
+    if "video" in policy.content_kinds:
         examples += video_examples()
-    if "point_cloud" in policy.modalities:
+    if "point_cloud" in policy.content_kinds:
         examples += point_cloud_examples()
     if not examples:
-        raise NotImplementedError(f"add examples for {sorted(policy.modalities)}")
+        raise NotImplementedError(f"add examples for {sorted(policy.content_kinds)}")
     return examples
 
 
@@ -223,7 +224,7 @@ def test_save_pretrained_round_trip(policy, tmp_path):
 
 
 def test_unsupported_media_is_a_clear_error(policy):
-    kinds = {"image", "video", "audio", "point_cloud"} - policy.modalities
+    kinds = {"image", "video", "audio", "point_cloud"} - policy.content_kinds
     kind = sorted(kinds)[0]
     bad = Example([{"role": "user", "content": [{"type": kind, kind: None}, {"type": "text", "text": "?"}]}],
                   "x", "bad")

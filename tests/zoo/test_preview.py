@@ -16,6 +16,7 @@ import tasks
 from tasks import Task
 from tests.helpers import discover, make_item
 from zoo import PolicyModule
+from zoo import panels as drawing
 from zoo.cli import main
 from zoo.tools import preview
 
@@ -44,7 +45,7 @@ def test_every_task_renders_what_the_policy_sees(cls, tmp_path):
     media = _media_area(sheet)
     assert media.std() > 10, "the panels are blank"
     parts = [p["type"] for m in example.messages for p in m["content"] if p["type"] != "text"]
-    drawn = preview.panels(example, raw)
+    drawn = drawing.panels(example, raw)
     assert parts and all("cannot draw" not in p.caption and "not drawn" not in p.caption for p in drawn)
     if cls.modality == "rgbd":  # the depth map beside the marked RGB
         assert any(p.caption.startswith("depth") for p in drawn)
@@ -55,7 +56,7 @@ def test_image_files_are_opened_and_unknown_parts_noted_not_fatal(tmp_path, capl
     content = [{"type": "image", "image": str(tmp_path / "a.png")}, {"type": "mesh", "mesh": None},
                {"type": "image", "image": str(tmp_path / "missing.png")}, {"type": "text", "text": "Which?"}]
     example = tasks.Example([{"role": "user", "content": content}], "A", "probe")
-    captions = [p.caption for p in preview.panels(example)]
+    captions = [p.caption for p in drawing.panels(example)]
     assert captions[0] == "1: 112x84" and captions[1] == "2: <mesh> not drawn"
     assert captions[2] == "3: cannot draw image"
     assert "missing.png" in caplog.text
@@ -66,7 +67,7 @@ def test_image_files_are_opened_and_unknown_parts_noted_not_fatal(tmp_path, capl
 def test_spectrogram_puts_a_tone_in_its_frequency_row():
     rate = 16000
     t = np.arange(rate) / rate
-    image = np.asarray(preview.spectrogram(np.sin(2 * np.pi * 2000 * t).astype(np.float32), rate))  # [F, T, 3]
+    image = np.asarray(drawing.spectrogram(np.sin(2 * np.pi * 2000 * t).astype(np.float32), rate))  # [F, T, 3]
     loudness = image.astype(float).sum(-1).mean(1)[::-1]  # per frequency bin, low first
     bins = image.shape[0] - 1  # rfft bins span 0 .. rate / 2
     assert abs(loudness.argmax() - 2000 / (rate / 2) * bins) <= 1
@@ -116,7 +117,7 @@ def test_multimodal_configs_preview(config, kind, caption, tmp_path, capsys):
         assert _media_area(png.convert("RGB")).std() > 10
     data = preview.build_data(["--config", str(ROOT / "configs" / f"{config}.yaml")])
     drawn = preview.draw(data, 1, "val")
-    assert any(re.search(caption, panel.caption) for panel in preview.panels(drawn[0].example, drawn[0].item))
+    assert any(re.search(caption, panel.caption) for panel in drawing.panels(drawn[0].example, drawn[0].item))
 
 
 def test_the_model_is_never_built(tmp_path, capsys, monkeypatch):

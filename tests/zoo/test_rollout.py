@@ -6,7 +6,9 @@ from transformers.cache_utils import DynamicCache, StaticCache
 from transformers.configuration_utils import PreTrainedConfig
 
 from zoo import QwenVLPolicy
-from zoo.grpo.rollout import SeededSampling, completion_mask, expand_cache, gumbel_noise, row_seeds, splitmix64
+from zoo.rollout.hf import SeededSampling, expand_cache
+from zoo.rollout.rollout import completion_mask
+from zoo.rollout.seeds import gumbel_noise, row_seeds, splitmix64
 
 
 def test_completion_mask_by_hand():

@@ -14,7 +14,7 @@ from tasks import Example, Rotation
 from tests.helpers import discover
 from tests.zoo.test_policy_contract import examples_for, image_examples, video_examples
 from zoo import GRPOStrategy, PolicyModule, QwenVLPolicy
-from zoo.grpo.rollout import completion_mask
+from zoo.rollout.rollout import completion_mask
 
 SHARING = [(cls, ckpt) for cls in discover(zoo, PolicyModule) for ckpt in cls.tiny_checkpoints
            if cls.shared_media or cls.media_once is not PolicyModule.media_once]
@@ -54,7 +54,7 @@ def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_grad
     """Single-image, two-image, text-only, video and image+video prompts (or the family's own media), 3
     completions each."""
     policy = load(cls, ckpt)
-    examples = image_examples() + video_examples() if "video" in policy.modalities else examples_for(policy)
+    examples = image_examples() + video_examples() if "video" in policy.content_kinds else examples_for(policy)
     rollout = policy.sample(examples, 3, max_new_tokens=5, seed=1)
     rows, mask = torch.arange(rollout.size), rollout.completion_mask
     shared, shared_grad, shared_patches = score(policy, rollout, rows)

@@ -11,7 +11,7 @@ from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.grpo import functional as F
-from zoo.grpo.window import chunk_count, plan_micro_batches
+from zoo.training import chunk_count, plan_micro_batches
 
 ADAMW = partial(torch.optim.AdamW, lr=1e-3)
 

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("open3d")
 
-from zoo import perception_base  # noqa: E402
+from zoo.tools import perception_base  # noqa: E402
 from zoo.tools.repro import base_grid, pretext_transfer, repro  # noqa: E402
 from zoo.tools.repro.transfer import seed_stats  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""GRPO: pure loss math (`functional`), rollouts, and the Lightning strategies."""
+"""GRPO only: pure loss math (`functional`), the accumulation window (`window`), dynamic sampling (`dynamic`),
+the hybrid seam (`guidance`) and the Lightning strategies (`strategy`)."""
 
-from zoo.grpo.rollout import Rollout
 from zoo.grpo.strategy import GRPODDPStrategy, GRPOFSDPStrategy, GRPOMixin, GRPOStrategy
 
-__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy", "Rollout"]
+__all__ = ["GRPODDPStrategy", "GRPOFSDPStrategy", "GRPOMixin", "GRPOStrategy"]

@@ -6,8 +6,10 @@ Shapes: B prompts, G samples per prompt, N = B * G completions, L completion tok
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -134,14 +136,46 @@ def reinforce_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high
     return -advantages[:, None] * logps, torch.zeros_like(logps, dtype=torch.bool)
 
 
-def find_loss(name: str) -> LossType:
-    """The registered loss type ``name``; an unknown name is a one-line error listing the known ones."""
+class Loss(ABC):
+    """A loss type of a user's own, given to a strategy by class path, so it lives in the user's code:
+    ``loss_type: {class_path: my_project.losses.MyLoss, init_args: {...}}``. It has what `LossType` has.
+
+    Attributes:
+        sequence_mean: Average each row over its tokens before rows are summed.
+        per_batch: Normalise each batch of an accumulation window on its own (see `LossType`).
+        off_policy: Has an importance ratio, so ``num_iterations > 1`` may reuse samples.
+    """
+
+    sequence_mean: ClassVar[bool] = False
+    per_batch: ClassVar[bool] = False
+    off_policy: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @abstractmethod
+    def per_token(self, logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, epsilon: float,
+                  epsilon_high: float | None) -> tuple[Tensor, Tensor]:
+        """The ``[N, L]`` surrogate to minimise and where clipping was active (see `per_token_loss`)."""
+
+    def normaliser(self, rows: float, tokens: float, max_new_tokens: int) -> float:
+        """Divisor of the summed loss from the kept rows and counted tokens over all ranks: by default the
+        token count (a token mean, as ``dapo``)."""
+        return tokens
+
+
+def find_loss(name: str | Loss) -> LossType | Loss:
+    """The registered loss type ``name`` (a `Loss` instance is its own); an unknown name is a one-line error
+    listing the known ones."""
+    if isinstance(name, Loss):
+        return name
     if name not in LOSSES:
         raise ValueError(f"loss_type must be one of {tuple(LOSSES)}, got {name!r}")
     return LOSSES[name]
 
 
-def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, loss_type: str = "grpo",
+def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, loss_type: str | Loss = "grpo",
                    epsilon: float = 0.2, epsilon_high: float | None = None) -> tuple[Tensor, Tensor]:
     """Surrogate per token (to be minimised) and where clipping was active, for a registered loss type.
 
@@ -150,7 +184,7 @@ def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: T
         old_logps: Log-probs under the sampling policy, ``[N, L]`` (``logps.detach()`` when on-policy).
         advantages: ``[N]``.
         mask: Tokens that count, ``[N, L]``.
-        loss_type: A key of `LOSSES`.
+        loss_type: A key of `LOSSES`, or a `Loss`.
         epsilon: Lower clip range: the ratio is clipped at ``1 - epsilon``.
         epsilon_high: Upper clip range (DAPO clip-higher); defaults to ``epsilon``.
 
@@ -172,7 +206,7 @@ def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tenso
     raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
-def aggregate(values: Tensor, mask: Tensor, loss_type: str, normaliser: float = 1.0) -> Tensor:
+def aggregate(values: Tensor, mask: Tensor, loss_type: str | Loss, normaliser: float = 1.0) -> Tensor:
     """Sum of per-token values over rows (each row averaged over its tokens first when the loss type has
     ``sequence_mean``), divided by ``normaliser``: rows of one batch add up to the loss of the batch."""
     mask = mask.to(values.dtype)
@@ -181,11 +215,11 @@ def aggregate(values: Tensor, mask: Tensor, loss_type: str, normaliser: float = 
     return (values * mask).sum() / normaliser
 
 
-def window_normalisers(loss_type: str, counts: Tensor, max_new_tokens: int) -> list[float]:
+def window_normalisers(loss_type: str | Loss, counts: Tensor, max_new_tokens: int) -> list[float]:
     """Divisor of each batch's summed loss so that the sum over an accumulation window is its loss.
 
     Args:
-        loss_type: A key of `LOSSES`.
+        loss_type: A key of `LOSSES`, or a `Loss`.
         counts: Kept rows and counted tokens of each batch of the window over all ranks, ``[k, 2]``.
         max_new_tokens: Completion length limit (Dr. GRPO's constant).
 

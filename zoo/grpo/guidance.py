@@ -16,6 +16,10 @@ class Guidance:
     def attach(self, strategy) -> None:
         """Called once by the strategy's ``__init__``: refuse settings the hybrid cannot train with."""
 
+    def data_needs(self) -> list:
+        """What the hybrid calls on the data module besides rewards (`zoo.data.Need`), checked in ``setup``."""
+        return []
+
     def sampled(self, num_generations: int) -> int:
         """Completions to sample per prompt, of the group's G (the rest are added by `extend`)."""
         return num_generations

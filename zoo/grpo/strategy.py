@@ -7,38 +7,34 @@ Lightning's.
 
 from __future__ import annotations
 
-import logging
-import math
 import time
-from contextlib import nullcontext
+from dataclasses import replace
 
 import torch
-from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo import data
 from zoo.devices import FSDP2, OneDevice
+from zoo.evaluation import Evaluation
+from zoo.grpo import dynamic
 from zoo.grpo import functional as F
-from zoo.grpo.dynamic import SamplingMixin
-from zoo.grpo.evaluation import EvaluationMixin
 from zoo.grpo.guidance import Guidance
-from zoo.grpo.metrics import Means
 from zoo.grpo.window import (
     Drawn,
     Part,
     add_window_metrics,
     batch_divisors,
-    chunk_count,
     last_chunk,
     make_part,
     no_grad_log_probs,
-    plan_micro_batches,
     window_advantages,
 )
+from zoo.metrics import Means
+from zoo.training import ManualStep
 
-log = logging.getLogger(__name__)
 
-
-class GRPOMixin(SamplingMixin, EvaluationMixin):
+class GRPOMixin(ManualStep):
     """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
 
     Args:
@@ -51,8 +47,9 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         loss_type: A key of `zoo.grpo.functional.LOSSES`: ``grpo`` (mean of sequence means), ``dr_grpo``
             (token sum over rows * ``max_new_tokens``), ``dapo`` (token mean), ``bnpo`` (token mean of each
             batch; under accumulation the mean of the batches' means), ``gspo`` (sequence-level ratio, mean of
-            sequence means), ``gpg`` (no ratio, no clipping; token mean; needs ``num_iterations`` 1). Every
-            count is over all ranks and (except ``bnpo``'s) over the accumulation window.
+            sequence means), ``gpg`` (no ratio, no clipping; token mean; needs ``num_iterations`` 1); or a
+            loss of your own by class path (a `zoo.grpo.functional.Loss` subclass). Every count is over all
+            ranks and (except ``bnpo``'s) over the accumulation window.
         scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the accumulation
             window), or ``none``.
         epsilon: Clip range below 1 of the importance ratio.
@@ -99,7 +96,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         temperature: float = 1.0,
         top_p: float = 1.0,
         max_new_tokens: int = 256,
-        loss_type: str = "grpo",
+        loss_type: str | F.Loss = "grpo",
         scale_rewards: str = "group",
         epsilon: float = 0.2,
         epsilon_high: float | None = None,
@@ -131,8 +128,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if loss_type not in F.LOSSES:
-            raise ValueError(f"loss_type must be one of {tuple(F.LOSSES)}, got {loss_type!r}")
+        loss = F.find_loss(loss_type)  # an unknown name is a one-line error
         if scale_rewards not in F.SCALES:
             raise ValueError(f"scale_rewards must be one of {F.SCALES}, got {scale_rewards!r}")
         if kl_estimator not in F.KL_ESTIMATORS:
@@ -143,7 +139,7 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
             raise ValueError("beta and epsilon must be >= 0")
         if num_iterations < 1:
             raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-        if num_iterations > 1 and not F.LOSSES[loss_type].off_policy:
+        if num_iterations > 1 and not loss.off_policy:
             raise ValueError(f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
                              "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
         if micro_batch_size is not None and micro_batch_size < 1:
@@ -153,80 +149,95 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         if refill_rounds and guidance:
             raise ValueError("refill_rounds (dynamic sampling) cannot be combined with a guidance (zoo.hybrid) yet: "
                              "a hybrid's rows would join the batch's own groups but not its refills")
-        self.num_generations, self.temperature, self.top_p = num_generations, temperature, top_p
-        self.max_new_tokens, self.loss_type, self.scale_rewards = max_new_tokens, loss_type, scale_rewards
-        self.epsilon, self.epsilon_high = epsilon, epsilon_high
-        self.beta, self.kl_estimator, self.beta_schedule = beta, kl_estimator, beta_schedule
+        self.num_generations = num_generations
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.loss_type = loss_type
+        self.scale_rewards = scale_rewards
+        self.epsilon = epsilon
+        self.epsilon_high = epsilon_high
+        self.beta = beta
+        self.kl_estimator = kl_estimator
+        self.beta_schedule = beta_schedule
         self.kl_bias_correction = kl_bias_correction
-        self.num_iterations, self.mask_truncated = num_iterations, mask_truncated
-        self.filter_zero_variance, self.micro_batch_size = filter_zero_variance, micro_batch_size
+        self.num_iterations = num_iterations
+        self.mask_truncated = mask_truncated
+        self.filter_zero_variance = filter_zero_variance
+        self.micro_batch_size = micro_batch_size
         self.refill_rounds = refill_rounds
-        self.entropy_coef, self.max_grad_norm = entropy_coef, max_grad_norm
-        self.accumulate_grad_batches = 1
+        self.entropy_coef = entropy_coef
+        self.max_grad_norm = max_grad_norm
         self._window: list[list[Drawn]] = []  # scored batches (with refill rounds) of the accumulation window
-        self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
+        self.evaluation = Evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k,
+                                     max_new_tokens)
         self.guidance = guidance or Guidance()
         self.guidance.attach(self)
 
-    def connect(self, model) -> None:
-        """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
-        the strategy then samples and scores that many batches and trains on them as on one batch holding
-        all their groups, with one optimizer step."""
-        super().connect(model)
-        trainer = model._trainer
-        if trainer is not None and trainer.accumulate_grad_batches > 1:
-            if self.num_iterations > 1:
-                raise ValueError("num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be "
-                                 "combined with accumulate_grad_batches")
-            self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
+    def accumulation_refused(self) -> str | None:
+        """With accumulation the strategy samples and scores that many batches and trains on them as on one batch
+        holding all their groups, with one optimizer step: a rollout cannot also serve several steps."""
+        if self.num_iterations > 1:
+            return ("num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be combined "
+                    "with accumulate_grad_batches")
+        return None
 
-    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
-        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its code."""
-        return super().load_checkpoint(checkpoint_path, weights_only=True)
+    def data_needs(self) -> list[data.Need]:
+        needs = [data.REWARDS, *self.guidance.data_needs()]
+        return needs + [data.REFILLS] if self.refill_rounds else needs
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
+        """One GRPO step: sample and verify, then (at a window's last batch) train; returns the metrics."""
+        # a hybrid in a supervised phase trains this step itself
         if (supervised := self.guidance.step(self, batch, batch_idx)) is not None:
             return supervised
-        means, start = Means(), time.perf_counter()
-        drawn = self._draw(batch, means)  # the batch's rollout, then its refill rounds (dynamic sampling)
-        rollout, rewards = drawn[0].rollout, drawn[0].rewards
+        means = Means()
+        start = time.perf_counter()
+        # sample and verify the batch, then its refill rounds (dynamic sampling)
+        key = self.lightning_module.trainer.global_step * self.accumulate_grad_batches + len(self._window)
+        drawn = dynamic.draw(self, batch, key, means)
+        rollout = drawn[0].rollout
+        rewards = drawn[0].rewards
         means.add_rewards("train", [rollout.example(n).task for n in range(rollout.size)], rewards)
-        tokens = sum(d.tokens for d in drawn)
-        self._window.append([self._guided(drawn[0], means), *drawn[1:]])  # a hybrid's rows added
+        # the window keeps every batch until its last: then they train as one batch
+        self._window.append([self._guided(drawn[0], means), *drawn[1:]])
         scored = time.perf_counter()
         out = {"rollout": rollout, "rewards": rewards}
-        if self._steps_now(batch_idx):  # the window is complete: train on all its batches
-            window, self._window = self._window, []
-            out["loss"] = self._update(window, means)
-        done, sample_s = time.perf_counter(), sum(d.sample_s for d in drawn)
-        for name, value in (("sample_s", sample_s), ("score_s", scored - start - sample_s),
-                            ("train_s", done - scored), ("tokens_per_s", tokens / (done - start))):
-            means.add(f"perf/{name}", value)
+        if self.steps_now(batch_idx):
+            window = self._window
+            self._window = []
+            out["loss"] = self._train_window(window, means)
+        done = time.perf_counter()
+        sample_s = sum(d.sample_s for d in drawn)
+        means.add("perf/sample_s", sample_s)
+        means.add("perf/score_s", scored - start - sample_s)
+        means.add("perf/train_s", done - scored)
+        means.add("perf/tokens_per_s", sum(d.tokens for d in drawn) / (done - start))
         return out | {"metrics": means.result()}
 
-    def _steps_now(self, batch_idx: int) -> bool:
-        """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
-        last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
-        return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
+    def _guided(self, drawn: Drawn, means: Means) -> Drawn:
+        """The batch's rollout as the guidance (a hybrid, `zoo.grpo.guidance`) extends it: G rows a prompt."""
+        rollout, rewards = self.guidance.extend(self, drawn.rollout, drawn.rewards, means)
+        return replace(drawn, rollout=rollout, rewards=rewards, totals=dynamic.totals(rewards, len(rollout.examples)))
 
-    def _update(self, window: list[list[Drawn]], means: Means) -> Tensor:
+    def _train_window(self, window: list[list[Drawn]], means: Means) -> Tensor:
         """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches of its
         kept rows: the update of one batch holding all the window's groups, on any number of ranks."""
         parts = self._parts(window)
         total = torch.zeros((), device=self.root_device)
-        final, skipped = last_chunk(parts), 0
+        final = last_chunk(parts)
+        skipped = 0
         for _ in range(self.num_iterations):
             if self.beta > 0 and self.beta_schedule != "constant":
                 means.add("train/grpo/beta", self._beta())
             for p, part in enumerate(parts):
                 for i, (chunk, live) in enumerate(part.plan):
-                    out = super().training_step(part.rollout, chunk)
+                    out = self.forward(part.rollout, chunk)
                     loss = self._loss(out, part, chunk, means if live else None)
-                    with self._sync_context(last=(p, i) == final):
-                        self.lightning_module.manual_backward(loss * live)
+                    self.backward_pass(loss * live, last=(p, i) == final)
                     total += loss.detach() * live / self.num_iterations
-            skipped += self._optimizer_step(means)
+            skipped += self.step_optimizer(means, "train/grpo")
         means.add("train/grpo/skipped_steps", skipped)
         means.add("train/grpo/loss", total.item())
         add_window_metrics(means, parts, [d.totals for batch in window for d in batch])
@@ -242,11 +253,9 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         counts = self.reduce(torch.tensor([part.counts for part in parts], device=self.root_device),
                              reduce_op="sum")  # [P, 2] over all ranks
         divisors = batch_divisors(self.loss_type, counts.cpu(), [len(batch) for batch in window], self.max_new_tokens)
-        chunks = torch.tensor([chunk_count(part.rows, self.micro_batch_size) for part in parts],
-                              device=self.root_device)
-        chunks = self.reduce(chunks, reduce_op="max").tolist()  # [k], the same on every rank
-        for part, divisor, count in zip(parts, divisors, chunks, strict=True):
-            part.plan = plan_micro_batches(part.rows, self.micro_batch_size, int(count))
+        plans = self.plan([part.rows for part in parts])
+        for part, divisor, plan in zip(parts, divisors, plans, strict=True):
+            part.plan = plan
             part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
             if self.num_iterations > 1:
                 part.old = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=False)
@@ -265,13 +274,6 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*R, G+1]
         return window_advantages(totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine),
                                  members=everyone[:, -1].bool())
-
-    def _sync_context(self, last: bool):
-        """Skip the gradient all-reduce on every backward pass of the window but the last. It wraps the
-        backward only: under manual optimization Lightning turns DDP's sync back on after each forward."""
-        if last or not isinstance(self, ParallelStrategy):
-            return nullcontext()
-        return self.block_backward_sync()
 
     def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
         """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
@@ -300,30 +302,6 @@ class GRPOMixin(SamplingMixin, EvaluationMixin):
         trainer = self.lightning_module.trainer
         progress = trainer.global_step / trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else 0.0
         return F.scheduled(self.beta, self.beta_schedule, progress)
-
-    def _optimizer_step(self, means: Means) -> bool:
-        """Clip and step; a non-finite gradient (from a non-finite loss or an overflow) skips the step, so
-        the weights and the optimizer's moments stay as they were (returns whether it did). The norm is of
-        the synchronised gradients, so every rank takes the same decision."""
-        module = self.lightning_module
-        optimizer = module.optimizers()
-        params = [p for p in module.parameters() if p.requires_grad]
-        clip = self.max_grad_norm if self.max_grad_norm is not None else float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(params, clip)
-        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor under FSDP2
-        finite = math.isfinite(norm)
-        if finite:
-            means.add("train/grpo/grad_norm", norm)
-        else:  # optimizers leave parameters without a gradient (and their state) untouched
-            log.warning("step %d: non-finite gradient norm (%s); the update is skipped",
-                        module.trainer.global_step, norm)
-            optimizer.zero_grad(set_to_none=True)
-        optimizer.step()  # still counted, so global_step, schedules and sampling seeds stay aligned
-        optimizer.zero_grad(set_to_none=True)
-        scheduler = module.lr_schedulers()
-        if scheduler is not None:
-            scheduler.step()
-        return not finite
 
 
 class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):

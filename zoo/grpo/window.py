@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from zoo.grpo import functional as F
-from zoo.grpo.rollout import Rollout
+from zoo.rollout.rollout import Rollout
 
 
 @dataclass
@@ -132,20 +132,6 @@ def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> 
             out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
         out[chunk] = logps
     return out
-
-
-def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[tuple[Tensor, float]]:
-    """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count`` chunks
-    by chunks that re-run one row with weight 0: every rank must run as many forward and backward passes
-    (each is a collective under DDP and FSDP2)."""
-    plan = [(chunk, 1.0) for chunk in torch.split(rows, size or max(len(rows), 1)) if len(chunk)]
-    filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
-    return plan + [(filler, 0.0)] * (count - len(plan))
-
-
-def chunk_count(rows: Tensor, size: int | None) -> int:
-    """Micro-batches of ``size`` that ``rows`` need."""
-    return -(-len(rows) // (size or max(len(rows), 1)))
 
 
 def last_chunk(parts: list[Part]) -> tuple[int, int] | None:

@@ -18,8 +18,7 @@ import torch
 from torch import Tensor
 
 from zoo.grpo.guidance import Guidance
-from zoo.grpo.metrics import Means
-from zoo.grpo.window import chunk_count, plan_micro_batches
+from zoo.metrics import Means
 from zoo.sft.demonstrations import teacher_forced
 from zoo.sft.functional import sft_loss
 
@@ -93,32 +92,22 @@ class Successes:
         return [example for example, _ in chosen], [rng.choice(texts) for _, texts in chosen]
 
 
-def forward(strategy, rollout, rows: Tensor) -> dict:
-    """The policy's differentiable scores of ``rows`` through the strategy's Lightning wrapper (DDP / FSDP2), as
-    `zoo.grpo.GRPOMixin` runs its own forward passes."""
-    from zoo.grpo.strategy import GRPOMixin  # the strategy module imports this package's base
-
-    return super(GRPOMixin, strategy).training_step(rollout, rows)
-
-
 def supervised_update(strategy, rollout, means: Means) -> Tensor:
     """One SFT optimizer step on a teacher-forced rollout: the token-mean NLL over every rank, in the strategy's
-    micro-batches, clipped and stepped as GRPO steps are. Returns this rank's share of the loss."""
+    micro-batches, clipped and stepped as GRPO steps are (`zoo.training.ManualStep`). Returns this rank's share
+    of the loss."""
     mask = rollout.completion_mask  # [B, L]
     count = strategy.reduce(mask.sum().float().to(strategy.root_device), reduce_op="sum")
     divisor = max(float(count), 1.0) / strategy.world_size
-    rows = torch.arange(rollout.size)
-    chunks = strategy.reduce(torch.tensor(chunk_count(rows, strategy.micro_batch_size), device=strategy.root_device),
-                             reduce_op="max")
-    plan = plan_micro_batches(rows, strategy.micro_batch_size, int(chunks))
+    (plan,) = strategy.plan([torch.arange(rollout.size)])
     total = torch.zeros((), device=strategy.root_device)
     for i, (chunk, live) in enumerate(plan):
-        out = forward(strategy, rollout, chunk)
+        out = strategy.forward(rollout, chunk)
         loss = sft_loss(out["logps"], mask[chunk].to(out["logps"].device), "token", divisor=divisor)
-        with strategy._sync_context(last=i == len(plan) - 1):
-            strategy.lightning_module.manual_backward(loss * live)
+        strategy.backward_pass(loss * live, last=i == len(plan) - 1)
         total += loss.detach() * live
-    means.add("train/grpo/skipped_steps", float(strategy._optimizer_step(means)))
+    skipped = strategy.step_optimizer(means, "train/grpo")
+    means.add("train/grpo/skipped_steps", float(skipped))
     return total
 
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
+from zoo import data
 from zoo.grpo.guidance import Guidance
-from zoo.grpo.rollout import Rollout
 from zoo.hybrid import functional as H
+from zoo.rollout.rollout import Rollout
 from zoo.sft.demonstrations import demonstration_ids
 from zoo.sft.functional import sft_loss, token_nll
 
@@ -104,14 +105,14 @@ class LUFFY(Guidance):
         if strategy.num_generations < 2:
             raise ValueError("expert guidance needs num_generations >= 2: one demonstration and a sample")
 
+    def data_needs(self) -> list[data.Need]:
+        return [data.DEMONSTRATIONS]
+
     def sampled(self, num_generations: int) -> int:
         return num_generations - 1
 
     def extend(self, strategy, rollout, rewards: list, means) -> tuple:
         datamodule = strategy.lightning_module.trainer.datamodule
-        if not hasattr(datamodule, "demonstration"):
-            raise RuntimeError("expert guidance needs a data module with demonstration(example), e.g. "
-                               "datamodules.PretextDataModule")
         tasks = getattr(datamodule, "tasks", {}).items()
         if unlabelled := sorted(n for n, t in tasks if getattr(t, "self_reward", None) is not None):
             raise ValueError(f"expert guidance scores the demonstrations against their answers, which the "

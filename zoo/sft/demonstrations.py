@@ -1,6 +1,6 @@
 """Demonstrations as completions: an expert's reply tokenised as the policy would generate it after its prompt.
 
-A demonstration becomes a one-sample `zoo.grpo.Rollout` (`teacher_forced`), so every family's own encode and
+A demonstration becomes a one-sample `zoo.rollout.Rollout` (`teacher_forced`), so every family's own encode and
 scoring path (`zoo.PolicyModule.token_scores`) gives its teacher-forced log-probs: the prompt, its media
 placeholders and its padding are never trained, only the completion tokens through the end-of-turn token. The
 same rows can join a GRPO group as off-policy samples.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.grpo.rollout import Rollout
+from zoo.rollout.rollout import Rollout
 
 
 def _text_only(messages: list[dict], as_parts: bool) -> list[dict]:

@@ -3,33 +3,32 @@ demonstrations, the loss on the assistant tokens only, then an optimizer step.
 
 `SFTMixin` holds the algorithm; `SFTStrategy` (one device), `SFTDDPStrategy` (DDP) and `SFTFSDPStrategy` (FSDP2)
 add it to Lightning's strategies, as `zoo.grpo` does for GRPO, so any `zoo.PolicyModule`, config, launcher,
-checkpoint, LoRA / freeze setting and export works for SFT unchanged. Held-out evaluation is GRPO's own
-(`zoo.grpo.evaluation.EvaluationMixin`: greedy or sampled accuracy, pass@k), so SFT and GRPO runs report the same
-metrics.
+checkpoint, LoRA / freeze setting and export works for SFT unchanged. Both stand on `zoo.training.ManualStep`;
+held-out evaluation is the same (`zoo.evaluation.Evaluation`: greedy or sampled accuracy, pass@k), so SFT and
+GRPO runs report the same metrics.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from contextlib import nullcontext
 
 import torch
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, ParallelStrategy, SingleDeviceStrategy
 from torch import Tensor
 
+from zoo import data
 from zoo.devices import FSDP2, OneDevice
-from zoo.grpo.evaluation import EvaluationMixin
-from zoo.grpo.metrics import Means
-from zoo.grpo.window import chunk_count, plan_micro_batches
+from zoo.evaluation import Evaluation
+from zoo.metrics import Means
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
+from zoo.training import ManualStep
 
 log = logging.getLogger(__name__)
 
 
-class SFTMixin(EvaluationMixin):
+class SFTMixin(ManualStep):
     """Supervised fine-tuning of a `zoo.PolicyModule` on the demonstrations of a data module with
     ``demonstration(example)`` (`datamodules.PretextDataModule`: each task's perfect answer;
     `datamodules.ConversationDataModule`: the recorded assistant turns).
@@ -77,34 +76,29 @@ class SFTMixin(EvaluationMixin):
                             (max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")):
             if not ok:
                 raise ValueError(message)
-        self.normaliser, self.micro_batch_size = normaliser, micro_batch_size
-        self.max_target_tokens, self.max_grad_norm = max_target_tokens, max_grad_norm
+        self.normaliser = normaliser
+        self.micro_batch_size = micro_batch_size
+        self.max_target_tokens = max_target_tokens
+        self.max_grad_norm = max_grad_norm
         self.max_new_tokens = max_new_tokens
-        self.accumulate_grad_batches = 1
         self._window_count = 0.0  # tokens (or demonstrations) in the gradients accumulated so far
-        self._set_evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k)
+        self.evaluation = Evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k,
+                                     max_new_tokens)
 
-    def connect(self, model) -> None:
-        """Takes over ``trainer.accumulate_grad_batches`` (Lightning refuses it under manual optimization):
-        the optimizer steps once per that many batches, normalised by all of their tokens."""
-        super().connect(model)
-        trainer = model._trainer
-        if trainer is not None and trainer.accumulate_grad_batches > 1:
-            self.accumulate_grad_batches, trainer.accumulate_grad_batches = trainer.accumulate_grad_batches, 1
-
-    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
-        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its code."""
-        return super().load_checkpoint(checkpoint_path, weights_only=True)
+    def data_needs(self) -> list[data.Need]:
+        return [data.REWARDS, data.DEMONSTRATIONS]
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
-        module, means = self.lightning_module, Means()
+        """One SFT step: teacher-force the batch's demonstrations, backward, and (at a window's last batch) step."""
+        module = self.lightning_module
+        means = Means()
         start = time.perf_counter()
-        rollout, dropped = teacher_forced(module, batch, self._demonstrations(batch), self.max_target_tokens)
+        replies = [module.trainer.datamodule.demonstration(example) for example in batch]
+        rollout, dropped = teacher_forced(module, batch, replies, self.max_target_tokens)
         if dropped.any():
             _log_dropped(batch, dropped)
-        step = self._steps_now(batch_idx)
-        loss = self._update(rollout, means, step)
+        loss = self._update(rollout, means, step=self.steps_now(batch_idx))
         tokens = rollout.prompts.tensors["attention_mask"].sum() + rollout.completion_mask.sum()
         means.add("train/sft/dropped", float(dropped.float().mean()))
         means.add("train/sft/truncated", float(rollout.truncated.float().mean()))
@@ -113,29 +107,17 @@ class SFTMixin(EvaluationMixin):
         means.add("perf/tokens_per_s", float(tokens) / (time.perf_counter() - start))
         return {"loss": loss, "metrics": means.result()}
 
-    def _demonstrations(self, batch: list) -> list[str]:
-        datamodule = self.lightning_module.trainer.datamodule
-        if not hasattr(datamodule, "demonstration"):
-            raise RuntimeError("SFT needs a data module with demonstration(example), e.g. "
-                               "datamodules.PretextDataModule or datamodules.ConversationDataModule")
-        return [datamodule.demonstration(example) for example in batch]
-
-    def _steps_now(self, batch_idx: int) -> bool:
-        """Whether this batch ends a gradient accumulation window (always, without accumulation)."""
-        last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
-        return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
-
     def _update(self, rollout, means: Means, step: bool) -> Tensor:
         """Backward passes of the summed loss over micro-batches, then (when ``step``) the optimizer step with
         the gradients divided by the window's global count. Returns this batch's mean loss."""
         mask = rollout.completion_mask  # [B, L]
-        plan = self._micro_batches(torch.arange(rollout.size))
-        total, correct = torch.zeros((), device=self.root_device), 0.0
+        (plan,) = self.plan([torch.arange(rollout.size)])
+        total = torch.zeros((), device=self.root_device)
+        correct = 0.0
         for i, (chunk, live) in enumerate(plan):
-            with self._sync_context(last=step and i == len(plan) - 1):
-                out = super().training_step(rollout, chunk)
-                summed = F.sft_loss(out["logps"], mask[chunk], self.normaliser, divisor=1.0)
-                self.lightning_module.manual_backward(summed * live)
+            out = self.forward(rollout, chunk)
+            summed = F.sft_loss(out["logps"], mask[chunk], self.normaliser, divisor=1.0)
+            self.backward_pass(summed * live, last=step and i == len(plan) - 1)
             total += summed.detach() * live
             correct += F.token_accuracy(out["greedy"], mask[chunk])[0] * live
         tokens = float(mask.sum())
@@ -144,48 +126,18 @@ class SFTMixin(EvaluationMixin):
         means.add("train/sft/loss", float(total) / max(count, 1.0), count)
         means.add("train/sft/token_accuracy", correct / max(tokens, 1.0), tokens)
         if step:
-            self._optimizer_step(means)
+            self._step(means)
         return total / max(count, 1.0)
 
-    def _micro_batches(self, rows: Tensor) -> list[tuple[Tensor, float]]:
-        """Chunks of ``rows`` with weight 1; every rank gets the same number of chunks (padding chunks re-run
-        one row with weight 0) because each backward pass is a collective under DDP."""
-        count = torch.tensor(chunk_count(rows, self.micro_batch_size), device=self.root_device)
-        return plan_micro_batches(rows, self.micro_batch_size, int(self.reduce(count, reduce_op="max")))
-
-    def _sync_context(self, last: bool):
-        """Skip the gradient all-reduce on every micro-batch but the last."""
-        if last or not isinstance(self, ParallelStrategy):
-            return nullcontext()
-        return self.block_backward_sync()
-
-    def _optimizer_step(self, means: Means) -> None:
-        """Divide the summed gradients by the window's global count, clip and step; a non-finite gradient
-        skips the update (weights and optimizer moments stay as they were) but still counts as a step."""
-        module = self.lightning_module
-        optimizer = module.optimizers()
+    def _step(self, means: Means) -> None:
+        """The optimizer step, with the summed gradients divided by the window's count over every rank."""
         world = self.world_size if isinstance(self, ParallelStrategy) else 1
-        count = float(self.reduce(torch.tensor(self._window_count, device=self.root_device), reduce_op="sum"))
+        window = torch.tensor(self._window_count, device=self.root_device)
+        count = float(self.reduce(window, reduce_op="sum"))
         self._window_count = 0.0
-        params = [p for p in module.parameters() if p.requires_grad]
-        for p in params:  # gradients are averaged over ranks, so world / global count gives the global mean
-            if p.grad is not None:
-                p.grad.mul_(world / max(count, 1.0))
-        clip = self.max_grad_norm if self.max_grad_norm is not None else float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(params, clip)
-        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor under FSDP2
-        means.add("train/sft/skipped_steps", float(not math.isfinite(norm)))
-        if math.isfinite(norm):
-            means.add("train/sft/grad_norm", norm)
-        else:
-            log.warning("step %d: non-finite gradient norm (%s); the update is skipped",
-                        module.trainer.global_step, norm)
-            optimizer.zero_grad(set_to_none=True)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler = module.lr_schedulers()
-        if scheduler is not None:
-            scheduler.step()
+        # gradients are averaged over ranks, so world / global count gives the global mean
+        skipped = self.step_optimizer(means, "train/sft", scale=world / max(count, 1.0))
+        means.add("train/sft/skipped_steps", float(skipped))
 
 
 _warned_dropped: set[str] = set()

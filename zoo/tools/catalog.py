@@ -88,7 +88,7 @@ def rows() -> dict[str, list[tuple[str, ...]]]:
     extras, classes = extras_requirements(), found()
     table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
     for cls in classes["models"]:
-        table["models"].append((_path(cls), ",".join(sorted(cls.modalities)), " ".join(cls.tiny_checkpoints),
+        table["models"].append((_path(cls), ",".join(sorted(cls.content_kinds)), " ".join(cls.tiny_checkpoints),
                                 _extras(cls, extras)))
     for cls in classes["tasks"]:
         default = _default(cls, "answer_format")

@@ -11,9 +11,22 @@ import torch
 from lightning.pytorch import Callback
 
 from datamodules.sources.synthetic_questions import QUESTION_KINDS
-from zoo.perception_base import question_task
 
 EVAL_BATCH = 16
+
+
+def corpus(split: str = "train", size: int = 10**6, seed: int = 0):
+    """The perception questions (`datamodules.SyntheticQuestions`) of ``split``, every kind in turn."""
+    from datamodules import SyntheticQuestions
+
+    return SyntheticQuestions(split=split, size=size, seed=seed)
+
+
+def question_task():
+    """How the corpus and the downstream benchmarks are asked: options in stored order, one bare letter."""
+    from tasks import MultipleChoice
+
+    return MultipleChoice(labels="letters", shuffle_choices=False, answer_format="bare")
 
 
 @lru_cache(maxsize=4)

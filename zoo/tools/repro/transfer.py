@@ -1,4 +1,4 @@
-"""The runner of the transfer claims: one arm = the pretrained perception base (`zoo.perception_base`) trained in
+"""The runner of the transfer claims: one arm = the pretrained perception base (`zoo.tools.perception_base`) trained in
 stages through the library (GRPO stages: `datamodules.PretextDataModule` + a pretext task + `zoo.grpo.GRPOStrategy`;
 SFT stages: the base corpus or a pretext task's demonstrations + `zoo.sft.SFTStrategy`; Lightning's Trainer), with
 the held-out downstream benchmarks (`zoo.tools.repro.downstream`) recorded before, during and after, and optional
@@ -19,6 +19,7 @@ from lightning.pytorch import Trainer, seed_everything
 from datamodules import PretextDataModule
 from datamodules.sources.base import Source
 from tasks import Task
+from zoo.tools import perception_base
 from zoo.tools.repro.common import Options, Recorder, chosen_arms, window
 from zoo.tools.repro.downstream import DownstreamProbe, downstream_scores
 
@@ -103,7 +104,7 @@ def _trainer(stage: Stage, steps: int, callbacks: list) -> Trainer:
 
 
 def _data(stage: Stage, seed: int) -> PretextDataModule:
-    from zoo.perception_base import corpus, question_task
+    from zoo.tools.repro.downstream import corpus, question_task
 
     if stage.task is None:
         return PretextDataModule(corpus(seed=seed), question_task(), batch_size=SFT_BATCH, val_size=0, seed=seed)
@@ -123,9 +124,11 @@ def run_transfer_arm(arm: TransferArm, seed: int, steps: int, probe_every: int, 
     before and after, the downstream curve, training windows, wall and CPU seconds."""
     from zoo import QwenVLPolicy
 
+    # the tool builds the base it starts from when it is missing (a policy's loading never trains)
+    pretrained = perception_base.resolve() if arm.pretrained == BASE else arm.pretrained
     seed_everything(seed, verbose=False)
     start, cpu = time.perf_counter(), time.process_time()
-    policy = QwenVLPolicy(arm.pretrained)
+    policy = QwenVLPolicy(pretrained)
     policy.configure_model()
     before = {"downstream": downstream_scores(policy, size), **pretext_scores(policy, arm.evals, size, seed)}
     curve, done, recorder = [(0, before["downstream"])], 0, Recorder(arm.name)

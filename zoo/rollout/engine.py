@@ -1,9 +1,10 @@
 """Rollout engines: what turns encoded prompts into sampled completion tokens for `zoo.PolicyModule.sample`.
 
 The policy encodes the prompts, checks and decodes what the engine returns, builds the `Rollout` and recomputes
-every log-prob the loss uses; an engine only samples token ids. `HFEngine` (the default) runs Hugging Face
-``generate`` on the policy's own model. Another engine (vLLM, SGLang) is a `RolloutEngine` subclass named in
-the policy's ``engine`` option; the contract it must meet is in docs/grpo.md ("Rollout engines").
+every log-prob the loss uses; an engine only samples token ids. `HFEngine` (the default, `zoo.rollout.hf`)
+runs Hugging Face ``generate`` on the policy's own model. Another engine (vLLM, SGLang) is a `RolloutEngine`
+subclass named in the policy's ``engine`` option; the contract it must meet is in docs/grpo.md ("Rollout
+engines").
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import torch
 from torch import Tensor
 
 from zoo.batch import PromptBatch
-from zoo.grpo.rollout import SeededSampling, completion_mask, generate_shared
-from zoo.sharding import unsharded
+from zoo.rollout.rollout import completion_mask
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Sampling:
         greedy: Decode deterministically (evaluation).
         seeds: One int64 seed per row ``[N]`` (row ``b * n + g`` is sample g of prompt b), None when greedy.
             A row's noise should depend on its seed only, so a global batch samples alike on any number of
-            ranks (`zoo.grpo.rollout`).
+            ranks (`zoo.rollout.seeds`).
         eos_ids: Token ids that end a completion; the only stop condition besides ``max_new_tokens``.
         banned_ids: Token ids that must never be sampled (media placeholders, turn starts, padding).
         share_prefix: `HFEngine`: encode each prompt once for its n samples (None: the policy's setting);
@@ -90,41 +90,6 @@ class RolloutEngine(ABC):
     def offload(self) -> None:
         """Give back memory the training passes need (KV cache, a colocated engine's weights); called after
         each `generate`."""
-
-
-class HFEngine(RolloutEngine):
-    """Hugging Face ``generate`` on the policy's own model (under FSDP2 gathered once per rollout), with seeded
-    per-row sampling, suppressed special tokens and prefix sharing; the policy's ``share_prefix``,
-    ``cache_implementation`` and ``compile_decode`` settings apply. It shares the policy's weights, so
-    there is nothing to sync or offload."""
-
-    def sync_weights(self, policy) -> None:
-        return None  # generate runs on the policy's own (current) weights
-
-    def offload(self) -> None:
-        return None  # no memory of its own
-
-    def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> Tensor:
-        policy, batch = self.policy, prompts.batch
-        prompt_length = batch.tensors["input_ids"].shape[1]
-        processors = [] if sampling.greedy else [
-            SeededSampling(sampling.seeds, prompt_length, sampling.temperature, sampling.top_p)]
-        config = policy.generation_config(sampling.max_new_tokens)
-        shared = policy.share_prefix if sampling.share_prefix is None else sampling.share_prefix
-        model = policy.model
-        was_training = model.training
-        model.eval()
-        try:
-            with unsharded(model):
-                if shared:
-                    out = generate_shared(model, batch.tensors, batch.media_keys, n, config,
-                                          logits_processor=processors)
-                else:
-                    inputs = batch.select([b for b in range(batch.size) for _ in range(n)])
-                    out = model.generate(**inputs, generation_config=config, logits_processor=processors)
-        finally:
-            model.train(was_training)
-        return out[:, prompt_length:]  # [N, L]
 
 
 def completion_ids(generated: Tensor | list[list[int]], rows: int, sampling: Sampling, engine: str,

@@ -1,35 +1,17 @@
-"""``zoo export``: a training checkpoint to a Hugging Face directory (LoRA merged, processor and chat template
-included) that ``from_pretrained`` and serving engines load."""
+"""A training checkpoint as a Hugging Face directory (LoRA merged, processor and chat template included) that
+``from_pretrained`` and serving engines load: what ``zoo export`` writes, and what a checkpoint given as a
+policy's ``pretrained`` becomes where a run is composed (`zoo.cli`, `zoo.chain`)."""
 
 from __future__ import annotations
 
-import tempfile
+import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-import torch
-
+from zoo.cache import build_once, cache_root
+from zoo.checkpoints import is_checkpoint, read_checkpoint
 from zoo.policy import PolicyModule
 from zoo.trust import plain_hparams, policy_class
-
-
-def read_checkpoint(path: str | Path) -> dict:
-    """A Lightning checkpoint as a dict, read with ``weights_only=True``: one ``.ckpt`` file, or the folder
-    of shards that `zoo.grpo.GRPOFSDPStrategy` writes (consolidated in memory)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    if path.is_file():
-        return torch.load(path, map_location="cpu", weights_only=True)
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dcp_to_torch_save(path, Path(tmp) / "full.pt")
-        checkpoint = torch.load(Path(tmp) / "full.pt", map_location="cpu", weights_only=True)
-    meta = path / "meta.pt"  # Lightning's non-tensor state beside the shards
-    if meta.is_file():
-        checkpoint.update(torch.load(meta, map_location="cpu", weights_only=True))
-    return checkpoint
 
 
 def policy_from_checkpoint(path: str | Path, allowed: Iterable[str] = ()) -> PolicyModule:
@@ -59,3 +41,15 @@ def export(ckpt: str | Path, out: str | Path, allowed: Iterable[str] = ()) -> Pa
     policy = policy_from_checkpoint(ckpt, allowed)
     policy.save_pretrained(str(out))
     return Path(out)
+
+
+def as_pretrained(pretrained: str) -> str:
+    """A policy's ``pretrained`` as ``from_pretrained`` reads it: a checkpoint exported once (LoRA merged) to a
+    cache folder named after its path, size and time; anything else as it is."""
+    if not is_checkpoint(pretrained):
+        return pretrained
+    path = Path(pretrained).expanduser().resolve()
+    stat = path.stat()
+    key = hashlib.sha1(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_root() / "checkpoints" / f"{path.stem}-{key}"
+    return str(build_once(target, lambda folder: export(path, folder)))

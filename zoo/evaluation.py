@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from zoo.grpo.rollout import Rollout
+from zoo.data import verify
 
 
 def is_correct(reward) -> bool:
@@ -104,43 +104,50 @@ class TaskMeans(Metric):
         return out
 
 
-class EvaluationMixin:
-    """The evaluation half of the GRPO strategies: ``validation_step`` / ``test_step`` sample held-out completions
-    with the ``eval_*`` settings and return their rewards and per-example scores (see `GRPOMixin` for the
-    settings)."""
+class Evaluation:
+    """How a strategy scores held-out examples (``validate``, ``test`` and the validations during ``fit``):
+    ``num_generations`` completions per example, greedy or sampled with a fixed seed, their rewards and
+    per-example scores (accuracy, reward, pass@k) that the metrics callback averages.
 
-    def _set_evaluation(self, n: int, temperature: float, top_p: float, seed: int, ks: list[int] | None) -> None:
-        self.eval_pass_k = check_eval_settings(n, temperature, top_p, ks)
-        self.eval_num_generations, self.eval_temperature, self.eval_top_p = n, temperature, top_p
-        self.eval_seed = seed
+    Args:
+        num_generations: n, completions per example; each is one row of the predictions file.
+        temperature: 0 decodes greedily (then n must be 1); > 0 samples with noise seeded by ``seed`` and each
+            example's uid, so evaluating the same weights twice gives the same completions.
+        top_p: Nucleus threshold of sampled evaluation.
+        seed: Fixed seed of sampled evaluation (independent of the run's seed and step).
+        pass_k: k values of pass@k, each in ``[1, n]``; None reports pass@1 and pass@n.
+        max_new_tokens: Completion length limit.
+    """
+
+    def __init__(self, num_generations: int, temperature: float, top_p: float, seed: int,
+                 pass_k: list[int] | None, max_new_tokens: int):
+        self.pass_k = check_eval_settings(num_generations, temperature, top_p, pass_k)
+        self.num_generations = num_generations
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.max_new_tokens = max_new_tokens
 
     @property
-    def eval_score_names(self) -> list[str]:
+    def score_names(self) -> list[str]:
         """Per-example scores each evaluation step returns (`example_scores`)."""
-        return ["accuracy", "reward", *(f"pass@{k}" for k in self.eval_pass_k)]
+        return ["accuracy", "reward", *(f"pass@{k}" for k in self.pass_k)]
 
-    def _verify(self, rollout: Rollout) -> list:
-        """One reward per row: ``verify_group`` of each prompt's G completions (self-rewards), else ``verify``."""
-        datamodule = self.lightning_module.trainer.datamodule
-        if hasattr(datamodule, "verify_group"):
-            g = rollout.num_generations
-            groups = [rollout.completions[b * g:(b + 1) * g] for b in range(len(rollout.examples))]
-            return [reward for group in datamodule.verify_group(rollout.examples, groups) for reward in group]
-        if not hasattr(datamodule, "verify"):
-            raise RuntimeError("GRPO needs a data module with verify(example, completion), e.g. "
-                               "datamodules.PretextDataModule")
-        return [datamodule.verify(rollout.example(n), text) for n, text in enumerate(rollout.completions)]
+    @property
+    def settings(self) -> dict:
+        """The settings as the strategy options name them (recorded with ``zoo validate`` / ``zoo test``)."""
+        return {"eval_num_generations": self.num_generations, "eval_temperature": self.temperature,
+                "eval_top_p": self.top_p, "eval_seed": self.seed, "eval_pass_k": self.pass_k,
+                "max_new_tokens": self.max_new_tokens}
 
-    def validation_step(self, batch: list, batch_idx: int) -> dict:
-        """``eval_num_generations`` completions per held-out example (greedy, or sampled with the fixed
-        ``eval_seed``), their rewards, and per-example scores that the metrics callback averages."""
-        module, n = self.lightning_module, self.eval_num_generations
-        if self.eval_temperature == 0:
+    def step(self, module, batch: list) -> dict:
+        """The completions of ``batch`` under ``module`` (a `zoo.PolicyModule`), their rewards from the trainer's
+        data module and their per-example scores."""
+        n = self.num_generations
+        if self.temperature == 0:
             rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
         else:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature,
-                                    top_p=self.eval_top_p, seed=self.eval_seed)
-        rewards = self._verify(rollout)
-        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.eval_pass_k)}
-
-    test_step = validation_step
+            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                    top_p=self.top_p, seed=self.seed)
+        rewards = verify(module.trainer.datamodule, rollout)
+        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.pass_k)}
