@@ -13,14 +13,15 @@ PANELS = (("reward", "reward"), ("accuracy", "accuracy"), ("KL to reference", "k
 
 
 class TrainingCurves(Callback):
-    """Records the metrics `callbacks.GRPOMetrics` logs (``train/reward``, ``train/reward/<task>/accuracy``,
-    ``train/grpo/kl``, ``val/reward``, ``val/accuracy``) and at the end of ``fit`` plots them into
-    ``<log_dir>/<filename>``, one panel each for reward, accuracy and KL. Needs matplotlib (``zoo[dev]``);
-    without it the plot is skipped with a warning. The history is saved in checkpoints, so a resumed run
-    plots the whole run.
+    """Records the metrics `callbacks.GRPOMetrics` logs (``train/reward``,
+    ``train/reward/<task>/accuracy``, ``train/grpo/kl``, ``val/reward``, ``val/accuracy``) and at
+    the end of ``fit`` plots them into ``<log_dir>/<filename>``, one panel each for reward, accuracy
+    and KL. Needs matplotlib (``zoo[dev]``); without it the plot is skipped with a warning. The
+    history is saved in checkpoints, so a resumed run plots the whole run.
 
     Args:
-        filename: PNG file name inside the logger's directory (the trainer's root dir without a logger).
+        filename: PNG file name inside the logger's directory (the trainer's root dir without a
+            logger).
     """
 
     def __init__(self, filename: str = "curves.png"):
@@ -51,7 +52,8 @@ class TrainingCurves(Callback):
             self.plot(self.path)
 
     def plot(self, path: Path) -> list[str]:
-        """Write the PNG; returns the names of the curves drawn (also stored in the PNG's ``Curves`` text)."""
+        """Write the PNG; returns the names of the curves drawn (also stored in the PNG's ``Curves``
+        text)."""
         try:
             import matplotlib
         except ImportError:

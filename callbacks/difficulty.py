@@ -1,5 +1,5 @@
-"""DifficultySampler: draw training items by their recent pass rates (DGRPO-, variance- or SARI-style), the same
-on every rank and after a resume.
+"""DifficultySampler: draw training items by their recent pass rates (DGRPO-, variance- or
+SARI-style), the same on every rank and after a resume.
 
 Like `callbacks.Curriculum` this callback changes what is learned: it sets the item weights of
 `datamodules.PretextDataModule` for each epoch.
@@ -16,15 +16,17 @@ from zoo.metrics import gather_objects
 
 
 class DifficultySampler(Callback):
-    """Tracks each training item's recent pass rate (`datamodules.difficulty.PassRates`) from the rewards of
-    its examples' completions, and draws each epoch's items with probability proportional to
-    ``max(weight(p), min_weight)`` (`datamodules.difficulty.weights`: ``dgrpo`` ``1 - p/2``, ``variance``
-    ``4p(1-p)``, ``easy_to_hard`` ``p^(1-t) (1-p)^t``; ``p`` is ``prior`` for an item not seen yet).
+    """Tracks each training item's recent pass rate (`datamodules.difficulty.PassRates`) from the
+    rewards of its examples' completions, and draws each epoch's items with probability proportional
+    to ``max(weight(p), min_weight)`` (`datamodules.difficulty.weights`: ``dgrpo`` ``1 - p/2``,
+    ``variance`` ``4p(1-p)``, ``easy_to_hard`` ``p^(1-t) (1-p)^t``; ``p`` is ``prior`` for an item
+    not seen yet).
 
-    Every rank folds in the observations of all ranks in rank order, so all hold the same rates; the weights
-    of an epoch are fixed when the epoch before it ends (data loader workers build an epoch ahead), so set
-    ``data.epoch_size`` to how often they should follow the rates; the first epoch draws uniformly. The
-    rates and the current epoch's weights are saved in checkpoints: a resumed run draws the same items.
+    Every rank folds in the observations of all ranks in rank order, so all hold the same rates; the
+    weights of an epoch are fixed when the epoch before it ends (data loader workers build an epoch
+    ahead), so set ``data.epoch_size`` to how often they should follow the rates; the first epoch
+    draws uniformly. The rates and the current epoch's weights are saved in checkpoints: a resumed
+    run draws the same items.
 
     Args:
         mode: The weight of an item by its pass rate: ``dgrpo``, ``variance`` or ``easy_to_hard``.
@@ -34,8 +36,14 @@ class DifficultySampler(Callback):
         min_weight: Floor of every weight, so no item is never drawn again.
     """
 
-    def __init__(self, mode: str = "variance", part: str = "accuracy", smoothing: float = 0.5, prior: float = 0.5,
-                 min_weight: float = 0.05):
+    def __init__(
+        self,
+        mode: str = "variance",
+        part: str = "accuracy",
+        smoothing: float = 0.5,
+        prior: float = 0.5,
+        min_weight: float = 0.05,
+    ):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not 0 <= prior <= 1 or not 0 < min_weight <= 1:
@@ -78,19 +86,20 @@ class DifficultySampler(Callback):
         rank_zero_info(f"[zoo] difficulty: epoch {epoch} draws by {self.mode} weights ({seen} items seen)")
 
     def epoch_weights(self, modality: str, n: int, progress: float):
-        """The floored weights of the ``n`` training items of ``modality`` at training ``progress``."""
+        """The floored weights of the ``n`` training items of ``modality`` at training
+        ``progress``."""
         rates = self.rates.array(modality, n, self.prior)
         return weights(rates, self.mode, progress).clip(min=self.min_weight)
 
     def observations(self, datamodule, outputs) -> list[tuple[str, int, float]]:
-        """``(modality, item, pass rate)`` of each training example of this rank's batch: the mean of the
-        ``part`` reward over its completions (examples without the part are left out)."""
+        """``(modality, item, pass rate)`` of each training example of this rank's batch: the mean
+        of the ``part`` reward over its completions (examples without the part are left out)."""
         rollout, rewards = (outputs or {}).get("rollout"), (outputs or {}).get("rewards")
         if rollout is None or rewards is None:
             return []
         g, found = rollout.num_generations, []
         for b, example in enumerate(rollout.examples):
-            values = [r.parts[self.part] for r in rewards[b * g:(b + 1) * g] if self.part in r.parts]
+            values = [r.parts[self.part] for r in rewards[b * g : (b + 1) * g] if self.part in r.parts]
             if values and ITEM_KEY in example.meta:
                 modality = datamodule.tasks[example.task].modality
                 found.append((modality, int(example.meta[ITEM_KEY]), sum(values) / len(values)))

@@ -1,4 +1,5 @@
-"""Logs what the GRPO strategy measured: rewards per task and part, GRPO statistics, timings, accuracy."""
+"""Logs what the GRPO strategy measured: rewards per task and part, GRPO statistics, timings,
+accuracy."""
 
 from __future__ import annotations
 
@@ -16,18 +17,20 @@ PROGRESS_BAR = ("train/reward", "train/grpo/kl")
 
 
 class GRPOMetrics(Callback):
-    """Logs per-step training metrics (``train/reward`` and ``train/grpo/kl`` on the progress bar) and, after
-    each evaluation, the means over every rank (torchmetrics) of the strategy's per-example scores, overall and
-    per task: ``<split>/accuracy`` (mean ``accuracy`` reward part), ``<split>/reward`` (mean total),
-    ``<split>/pass@<k>`` and ``<split>/<task>/{accuracy,reward,pass@<k>}``, ``<split>`` being ``val`` or
-    ``test``. Prints the accuracy history and, outside ``fit`` (``zoo validate``, ``zoo test``), a per-task
-    table; writes the latest evaluation's metrics to ``<log_dir>/<results>``.
+    """Logs per-step training metrics (``train/reward`` and ``train/grpo/kl`` on the progress bar)
+    and, after each evaluation, the means over every rank (torchmetrics) of the strategy's
+    per-example scores, overall and per task: ``<split>/accuracy`` (mean ``accuracy`` reward part),
+    ``<split>/reward`` (mean total), ``<split>/pass@<k>`` and
+    ``<split>/<task>/{accuracy,reward,pass@<k>}``, ``<split>`` being ``val`` or ``test``. Prints the
+    accuracy history and, outside ``fit`` (``zoo validate``, ``zoo test``), a per-task table; writes
+    the latest evaluation's metrics to ``<log_dir>/<results>``.
 
     Args:
         summary: Print each evaluation's accuracy and, at the end of fit, the first and last ones.
-        results: File name (in the logger's directory) of a JSON object rewritten after each evaluation (during
-            ``fit`` only when a logger gives the run a directory): ``split``, ``at``, ``settings`` (the strategy's
-            evaluation settings) and ``metrics``; empty disables it.
+        results: File name (in the logger's directory) of a JSON object rewritten after each
+            evaluation (during ``fit`` only when a logger gives the run a directory): ``split``,
+            ``at``, ``settings`` (the strategy's evaluation settings) and ``metrics``; empty
+            disables it.
     """
 
     def __init__(self, summary: bool = True, results: str = "metrics.json"):
@@ -43,8 +46,9 @@ class GRPOMetrics(Callback):
         metrics = dict((outputs or {}).get("metrics", {})) | _skips(trainer.datamodule)
         _forget_step_values(trainer, pl_module, keep=metrics)
         for name, value in metrics.items():
-            pl_module.log(name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False,
-                          batch_size=len(batch))
+            pl_module.log(
+                name, value, prog_bar=name in PROGRESS_BAR, on_step=True, on_epoch=False, batch_size=len(batch)
+            )
 
     def _on_eval_epoch_start(self, trainer, pl_module):
         evaluation = getattr(trainer.strategy, "evaluation", None)  # `zoo.evaluation.Evaluation`
@@ -79,8 +83,17 @@ class GRPOMetrics(Callback):
         evaluation = getattr(trainer.strategy, "evaluation", None)
         settings = evaluation.settings if evaluation is not None else {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"split": split, "at": evaluated_at(trainer), "settings": settings,
-                                         "metrics": {f"{split}/{k}": v for k, v in results.items()}}, indent=1))
+        self.path.write_text(
+            json.dumps(
+                {
+                    "split": split,
+                    "at": evaluated_at(trainer),
+                    "settings": settings,
+                    "metrics": {f"{split}/{k}": v for k, v in results.items()},
+                },
+                indent=1,
+            )
+        )
 
     def on_validation_epoch_start(self, trainer, pl_module):
         self._on_eval_epoch_start(trainer, pl_module)
@@ -103,25 +116,30 @@ class GRPOMetrics(Callback):
     def on_fit_end(self, trainer, pl_module):
         if self.summary and len(self.history) >= 2:
             (first_at, first), (last_at, last) = self.history[0], self.history[-1]
-            rank_zero_info(f"[zoo] held-out accuracy: {first['accuracy']:.3f} at {first_at} -> "
-                           f"{last['accuracy']:.3f} at {last_at}")
+            rank_zero_info(
+                f"[zoo] held-out accuracy: {first['accuracy']:.3f} at {first_at} -> {last['accuracy']:.3f} at {last_at}"
+            )
 
 
 def task_table(results: dict[str, float]) -> str:
-    """A plain-text table of `TaskMeans` results: one row per task and an ``all`` row, one column per score."""
+    """A plain-text table of `TaskMeans` results: one row per task and an ``all`` row, one column
+    per score."""
     scores = [k for k in results if "/" not in k and k != "examples"]
     tasks = sorted({k.rsplit("/", 1)[0] for k in results if "/" in k})
-    rows = [[task, f"{results[f'{task}/examples']:.0f}", *(f"{results[f'{task}/{s}']:.3f}" for s in scores)]
-            for task in tasks] + [["all", f"{results['examples']:.0f}", *(f"{results[s]:.3f}" for s in scores)]]
+    rows = [
+        [task, f"{results[f'{task}/examples']:.0f}", *(f"{results[f'{task}/{s}']:.3f}" for s in scores)]
+        for task in tasks
+    ] + [["all", f"{results['examples']:.0f}", *(f"{results[s]:.3f}" for s in scores)]]
     header = ["task", "examples", *scores]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True))
-                     for row in [header, *rows])
+    return "\n".join(
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]
+    )
 
 
 def _skips(datamodule) -> dict[str, float]:
-    """``data/skipped`` and ``data/skipped/<source>/<kind>``: items skipped so far, summed over ranks (a
-    collective call when distributed: every rank calls it at the same step)."""
+    """``data/skipped`` and ``data/skipped/<source>/<kind>``: items skipped so far, summed over
+    ranks (a collective call when distributed: every rank calls it at the same step)."""
     if not hasattr(datamodule, "skip_counts"):
         return {}
     counts = sum((Counter(c) for c in gather_objects(datamodule.skip_counts)), Counter())
@@ -130,8 +148,8 @@ def _skips(datamodule) -> dict[str, float]:
 
 
 class JsonlFile:
-    """A JSON-lines log that stops growing at ``max_bytes`` (None: no limit): rows past it are dropped, with one
-    warning the first time.
+    """A JSON-lines log that stops growing at ``max_bytes`` (None: no limit): rows past it are
+    dropped, with one warning the first time.
 
     Args:
         path: The file; rows are appended.
@@ -159,8 +177,9 @@ class JsonlFile:
 
 
 def run_path(trainer, filename: str) -> Path:
-    """``filename`` in the run directory (the logger's, else the trainer's root). ``trainer.log_dir`` is a
-    collective under DDP: every rank must call this, e.g. from ``setup``."""
+    """``filename`` in the run directory (the logger's, else the trainer's root).
+    ``trainer.log_dir`` is a collective under DDP: every rank must call this, e.g. from
+    ``setup``."""
     return Path(trainer.log_dir or trainer.default_root_dir) / filename
 
 
@@ -172,9 +191,10 @@ def evaluated_at(trainer) -> str:
 
 
 def _forget_step_values(trainer, pl_module, keep: dict) -> None:
-    """Drop this hook's step metrics that the current step does not measure. Lightning logs a step metric's
-    last value again at every later step of the epoch, so a task absent from a batch, or a loss measured only
-    at the end of an accumulation window, would show stale numbers as if measured now."""
+    """Drop this hook's step metrics that the current step does not measure. Lightning logs a step
+    metric's last value again at every later step of the epoch, so a task absent from a batch, or a
+    loss measured only at the end of an accumulation window, would show stale numbers as if measured
+    now."""
     for result in trainer._results.values():  # Lightning's ResultCollection: there is no public way to forget
         meta = result.meta
         if meta.fx == pl_module._current_fx_name and meta.on_step and not meta.on_epoch and meta.name not in keep:

@@ -1,4 +1,5 @@
-"""Writes every evaluation prediction (held-out example, completion, extracted answer, reward) to a JSONL file."""
+"""Writes every evaluation prediction (held-out example, completion, extracted answer, reward) to a
+JSONL file."""
 
 from __future__ import annotations
 
@@ -10,24 +11,24 @@ from zoo.metrics import gather_objects
 
 
 class Predictions(Callback):
-    """After each evaluation (``zoo validate``, ``zoo test`` and the validations during ``fit``) appends one JSON
-    object per evaluated completion to ``<log_dir>/<filename>``: ``split``, ``at`` (the step or checkpoint),
-    ``uid``, ``sample`` (0 to n - 1: the strategy's ``eval_num_generations`` completions of an example are n
-    rows), ``task``, ``prompt``, ``answer`` (the truth), ``expected`` (the answer as a perfect policy writes
-    it), ``completion``, ``parsed`` (the answer extracted from the completion by the task's format, None when
-    malformed), ``reward`` and ``parts``. Under DDP the
-    rows of every rank are gathered and rank 0 writes them, sorted by uid and sample.
+    """After each evaluation (``zoo validate``, ``zoo test`` and the validations during ``fit``)
+    appends one JSON object per evaluated completion to ``<log_dir>/<filename>``: ``split``, ``at``
+    (the step or checkpoint), ``uid``, ``sample`` (0 to n - 1: the strategy's
+    ``eval_num_generations`` completions of an example are n rows), ``task``, ``prompt``, ``answer``
+    (the truth), ``expected`` (the answer as a perfect policy writes it), ``completion``, ``parsed``
+    (the answer extracted from the completion by the task's format, None when malformed), ``reward``
+    and ``parts``. Under DDP the rows of every rank are gathered and rank 0 writes them, sorted by
+    uid and sample.
 
     Args:
-        filename: File name inside the logger's directory (the trainer's root dir without a logger); empty
-            disables the file.
+        filename: File name inside the logger's directory (the trainer's root dir without a logger);
+            empty disables the file.
         max_rows: Rows written per evaluation (the first by uid and sample); None: every one.
-        max_bytes: Most bytes the file may grow to over the run; None: no limit. Rows past it are dropped, with
-            one warning.
+        max_bytes: Most bytes the file may grow to over the run; None: no limit. Rows past it are
+            dropped, with one warning.
     """
 
-    def __init__(self, filename: str = "predictions.jsonl", max_rows: int | None = None,
-                 max_bytes: int | None = None):
+    def __init__(self, filename: str = "predictions.jsonl", max_rows: int | None = None, max_bytes: int | None = None):
         if max_rows is not None and max_rows < 0:
             raise ValueError(f"max_rows must be >= 0 or None, got {max_rows}")
         self.filename, self.max_rows, self.max_bytes = filename, max_rows, max_bytes
@@ -46,11 +47,22 @@ class Predictions(Callback):
             example, completion = rollout.example(n), rollout.completions[n]
             task = tasks.get(example.task)
             parsed = answers.extract(completion, task.answer_format, task.think)[0] if task else None
-            self._rows.append({"split": split, "at": at, "uid": example.uid, "sample": n % rollout.num_generations,
-                               "task": example.task, "prompt": example.prompt_text, "answer": example.answer,
-                               "expected": task.answer_text(example) if task else None,
-                               "completion": completion, "parsed": parsed, "reward": reward.total,
-                               "parts": reward.parts})
+            self._rows.append(
+                {
+                    "split": split,
+                    "at": at,
+                    "uid": example.uid,
+                    "sample": n % rollout.num_generations,
+                    "task": example.task,
+                    "prompt": example.prompt_text,
+                    "answer": example.answer,
+                    "expected": task.answer_text(example) if task else None,
+                    "completion": completion,
+                    "parsed": parsed,
+                    "reward": reward.total,
+                    "parts": reward.parts,
+                }
+            )
 
     def _write(self, trainer) -> None:
         rows, self._rows = self._rows, []
@@ -58,7 +70,7 @@ class Predictions(Callback):
             return
         rows = [row for part in gather_objects(rows) for row in part]
         if trainer.is_global_zero and rows:
-            self.file.append(sorted(rows, key=_uid_order)[:self.max_rows])
+            self.file.append(sorted(rows, key=_uid_order)[: self.max_rows])
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         self._collect(trainer, "val", outputs)
@@ -74,8 +86,8 @@ class Predictions(Callback):
 
 
 def _uid_order(row: dict) -> tuple:
-    """Uids end in the example index (``seed:stream:epoch:i``): sort numerically, whatever the rank split, then
-    by sample."""
+    """Uids end in the example index (``seed:stream:epoch:i``): sort numerically, whatever the rank
+    split, then by sample."""
     uid = str(row["uid"])
     head, _, index = uid.rpartition(":")
     return (head, int(index), row["sample"]) if index.isdigit() else (uid, 0, row["sample"])

@@ -1,5 +1,5 @@
-"""`StepProgress`: a progress bar that counts optimizer steps of ``max_steps`` and shows the reward and the held-out
-accuracy under short names (no epoch counter, no logger version)."""
+"""`StepProgress`: a progress bar that counts optimizer steps of ``max_steps`` and shows the reward
+and the held-out accuracy under short names (no epoch counter, no logger version)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ SHORT_NAMES = {"train/reward": "reward", "train/grpo/kl": "kl", "val/accuracy": 
 
 
 class StepProgress(TQDMProgressBar):
-    """Lightning's TQDM progress bar (same arguments; the default of ``zoo fit``) whose training bar reads
-    ``step 120/800`` across epochs, with ``reward``, ``kl`` and ``val_accuracy`` beside it. Without
-    ``max_steps`` it counts the batches of each epoch, as Lightning's does."""
+    """Lightning's TQDM progress bar (same arguments; the default of ``zoo fit``) whose training bar
+    reads ``step 120/800`` across epochs, with ``reward``, ``kl`` and ``val_accuracy`` beside it.
+    Without ``max_steps`` it counts the batches of each epoch, as Lightning's does."""
 
     def on_train_epoch_start(self, trainer, *_) -> None:
         if trainer.max_steps <= 0:

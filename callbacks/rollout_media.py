@@ -1,5 +1,5 @@
-"""What a rollout's prompt shows, in the forms loggers take: one image strip (the pictures `zoo preview`
-draws, side by side) and one audio track (the prompt's audio parts in order)."""
+"""What a rollout's prompt shows, in the forms loggers take: one image strip (the pictures `zoo
+preview` draws, side by side) and one audio track (the prompt's audio parts in order)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,13 @@ AUDIO_GAP_S = 0.25  # silence between two audio parts of one prompt
 
 
 def _parts(example) -> list[dict]:
-    return [part for message in example.messages if isinstance(message["content"], list)
-            for part in message["content"]]
+    return [part for message in example.messages if isinstance(message["content"], list) for part in message["content"]]
 
 
 def media_strip(example) -> np.ndarray | None:
-    """The pictures `zoo preview` draws of an example's prompt, side by side at `THUMB_HEIGHT`, ``[H, W, 3]``
-    uint8: its images, evenly spaced frames of each video, a spectrogram of each audio part and a front view
-    of each point cloud, in prompt order. None for a text-only prompt."""
+    """The pictures `zoo preview` draws of an example's prompt, side by side at `THUMB_HEIGHT`,
+    ``[H, W, 3]`` uint8: its images, evenly spaced frames of each video, a spectrogram of each audio
+    part and a front view of each point cloud, in prompt order. None for a text-only prompt."""
     thumbs = [_thumbnail(panel.image) for panel in panels(example)]
     if not thumbs:
         return None
@@ -38,7 +37,8 @@ def _thumbnail(image: Image.Image) -> np.ndarray:
 
 def audio_track(example) -> tuple[np.ndarray, int] | None:
     """The audio parts of an example's prompt as one float32 waveform in [-1, 1] (parts joined by
-    `AUDIO_GAP_S` of silence, at the first part's sampling rate) and that rate; None without audio."""
+    `AUDIO_GAP_S` of silence, at the first part's sampling rate) and that rate; None without
+    audio."""
     clips = [part for part in _parts(example) if part["type"] == "audio"]
     if not clips:
         return None

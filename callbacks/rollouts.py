@@ -1,5 +1,5 @@
-"""Writes sampled rollouts (prompt, media, answer, completion, reward) to a JSONL file in the run directory and
-to every TensorBoard, Weights & Biases and MLflow logger of the run."""
+"""Writes sampled rollouts (prompt, media, answer, completion, reward) to a JSONL file in the run
+directory and to every TensorBoard, Weights & Biases and MLflow logger of the run."""
 
 from __future__ import annotations
 
@@ -15,37 +15,48 @@ from lightning.pytorch.utilities import rank_zero_warn
 from callbacks.metrics import JsonlFile, run_path
 from callbacks.rollout_media import audio_track, media_strip, wav_bytes
 
-#: Columns of the W&B and MLflow rollout tables (``media``: the image strip, ``audio``: the audio track).
+#: Columns of the W&B and MLflow rollout tables (``media``: the image strip, ``audio``: the audio
+#: track).
 COLUMNS = ("step", "task", "prompt", "media", "audio", "completion", "reward", "answer")
 
 
 class RolloutSampler(Callback):
-    """Every ``every_n_steps`` training batches writes up to ``max_rows`` completions, spread over the
-    batch's prompts: row ``r`` is completion ``r // B`` of prompt ``r % B`` (B prompts of G completions), so
-    the rows show ``min(B, max_rows)`` different prompts. Each validation run writes its first ``max_rows``
-    completions (gathered over its batches) when it ends. Rows go to:
+    """Every ``every_n_steps`` training batches writes up to ``max_rows`` completions, spread over
+    the batch's prompts: row ``r`` is completion ``r // B`` of prompt ``r % B`` (B prompts of G
+    completions), so the rows show ``min(B, max_rows)`` different prompts. Each validation run
+    writes its first ``max_rows`` completions (gathered over its batches) when it ends. Rows go to:
 
     - ``<log_dir>/<filename>``: one JSON object per row (split, step, row, uid and sample as in
       `callbacks.Predictions`, task, prompt, answer, completion, reward, parts);
-    - TensorBoard: ``rollouts/<split>/<row>`` is the prompt's media as one image strip (images, video
-      frames, spectrograms, point-cloud views: `callbacks.rollout_media.media_strip`) and a text with the task,
-      reward, answer, prompt and completion; ``rollouts/<split>/<row>/audio`` the prompt's audio;
-    - Weights & Biases: a table ``rollouts/<split>`` per write, one line per row, the strip as an image and
-      the audio as audio (`COLUMNS`);
-    - MLflow: the same lines appended to the artifact table ``rollouts/<split>.json`` (strips as table
-      images, audio as WAV artifacts under ``rollouts/<split>/`` named in the ``audio`` column).
+    - TensorBoard: ``rollouts/<split>/<row>`` is the prompt's media as one image strip (images,
+      video frames, spectrograms, point-cloud views: `callbacks.rollout_media.media_strip`) and a
+      text with the task, reward, answer, prompt and completion; ``rollouts/<split>/<row>/audio``
+      the prompt's audio;
+    - Weights & Biases: a table ``rollouts/<split>`` per write, one line per row, the strip as an
+      image and the audio as audio (`COLUMNS`);
+    - MLflow: the same lines appended to the artifact table ``rollouts/<split>.json`` (strips as
+      table images, audio as WAV artifacts under ``rollouts/<split>/`` named in the ``audio``
+      column).
 
     Args:
         every_n_steps: Training batches between samples; 0 writes none from training.
-        max_rows: Completions written per sample (the rows of one training step, or of one validation run).
+        max_rows: Completions written per sample (the rows of one training step, or of one
+            validation run).
         filename: File name inside the logger's directory (the trainer's root dir without a logger).
         validation: Also write the first ``max_rows`` validation completions of each validation run.
-        max_bytes: Most bytes the file may grow to (a row is about 1-3 KB, most of it the prompt); None: no
-            limit. Rows past it are left out of the file (not of the loggers), with one warning.
+        max_bytes: Most bytes the file may grow to (a row is about 1-3 KB, most of it the prompt);
+            None: no limit. Rows past it are left out of the file (not of the loggers), with one
+            warning.
     """
 
-    def __init__(self, every_n_steps: int = 50, max_rows: int = 8, filename: str = "rollouts.jsonl",
-                 validation: bool = True, max_bytes: int | None = None):
+    def __init__(
+        self,
+        every_n_steps: int = 50,
+        max_rows: int = 8,
+        filename: str = "rollouts.jsonl",
+        validation: bool = True,
+        max_bytes: int | None = None,
+    ):
         self.every_n_steps, self.max_rows = every_n_steps, max_rows
         self.filename, self.validation, self.max_bytes = filename, validation, max_bytes
         self._batches = 0
@@ -56,16 +67,30 @@ class RolloutSampler(Callback):
         self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
     def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object]]:
-        """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from ``first``."""
+        """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from
+        ``first``."""
         rollout, rewards = outputs["rollout"], outputs["rewards"]
         sampled = []
         for i, n in enumerate(spread_rows(len(rollout.examples), rollout.num_generations, limit)):
             example = rollout.example(n)
-            sampled.append(({"split": split, "step": trainer.global_step, "row": first + i, "uid": example.uid,
-                             "sample": n % rollout.num_generations, "task": example.task,
-                             "prompt": example.prompt_text, "answer": example.answer,
-                             "completion": rollout.completions[n], "reward": rewards[n].total,
-                             "parts": rewards[n].parts}, example))
+            sampled.append(
+                (
+                    {
+                        "split": split,
+                        "step": trainer.global_step,
+                        "row": first + i,
+                        "uid": example.uid,
+                        "sample": n % rollout.num_generations,
+                        "task": example.task,
+                        "prompt": example.prompt_text,
+                        "answer": example.answer,
+                        "completion": rollout.completions[n],
+                        "reward": rewards[n].total,
+                        "parts": rewards[n].parts,
+                    },
+                    example,
+                )
+            )
         return sampled
 
     def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
@@ -77,8 +102,10 @@ class RolloutSampler(Callback):
                 media = media or [(media_strip(example), audio_track(example)) for _, example in sampled]
                 write(logger, split, rows, media)
             except Exception as error:
-                rank_zero_warn(f"RolloutSampler: {type(logger).__name__} did not take the {split} rollouts of "
-                               f"step {trainer.global_step}: {error!r}")
+                rank_zero_warn(
+                    f"RolloutSampler: {type(logger).__name__} did not take the {split} rollouts of "
+                    f"step {trainer.global_step}: {error!r}"
+                )
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._batches += 1
@@ -101,15 +128,17 @@ class RolloutSampler(Callback):
 
 
 def spread_rows(num_prompts: int, num_generations: int, limit: int) -> list[int]:
-    """Rollout rows (``prompt * G + completion``) to show: the first completion of every prompt, then the
-    second of every prompt, ..., the first ``limit`` of them."""
+    """Rollout rows (``prompt * G + completion``) to show: the first completion of every prompt,
+    then the second of every prompt, ..., the first ``limit`` of them."""
     order = [b * num_generations + g for g in range(num_generations) for b in range(num_prompts)]
     return order[:limit]
 
 
 def _text(row: dict) -> str:
-    return (f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
-            f"**prompt:** `{row['prompt']}`\n\n**completion:** `{row['completion']}`")
+    return (
+        f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
+        f"**prompt:** `{row['prompt']}`\n\n**completion:** `{row['completion']}`"
+    )
 
 
 def _to_tensorboard(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
@@ -124,8 +153,16 @@ def _to_tensorboard(logger, split: str, rows: list[dict], media: list[tuple]) ->
 
 
 def _table_row(row: dict, strip, audio) -> list:
-    return [row["step"], row["task"], row["prompt"], strip, audio, row["completion"], row["reward"],
-            json.dumps(row["answer"], default=str)]
+    return [
+        row["step"],
+        row["task"],
+        row["prompt"],
+        strip,
+        audio,
+        row["completion"],
+        row["reward"],
+        json.dumps(row["answer"], default=str),
+    ]
 
 
 def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
@@ -133,8 +170,13 @@ def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
 
     data = []
     for row, (strip, track) in zip(rows, media, strict=True):
-        data.append(_table_row(row, None if strip is None else wandb.Image(strip),
-                               None if track is None else wandb.Audio(track[0], sample_rate=track[1])))
+        data.append(
+            _table_row(
+                row,
+                None if strip is None else wandb.Image(strip),
+                None if track is None else wandb.Audio(track[0], sample_rate=track[1]),
+            )
+        )
     logger.log_table(f"rollouts/{split}", columns=list(COLUMNS), data=data, step=rows[0]["step"])
 
 
@@ -152,9 +194,11 @@ def _to_mlflow(logger, split: str, rows: list[dict], media: list[tuple]) -> None
                 client.log_artifact(run_id, str(wav), artifact_path=f"rollouts/{split}")
                 audio = f"rollouts/{split}/{wav.name}"
             data.append(_table_row(row, None if strip is None else mlflow.Image(strip), audio))
-    client.log_table(run_id, data={c: [r[i] for r in data] for i, c in enumerate(COLUMNS)},
-                     artifact_file=f"rollouts/{split}.json")
+    client.log_table(
+        run_id, data={c: [r[i] for r in data] for i, c in enumerate(COLUMNS)}, artifact_file=f"rollouts/{split}.json"
+    )
 
 
-#: Logger class -> writer of rows and their (`media_strip`, `audio_track`) (isinstance: subclasses too).
+#: Logger class -> writer of rows and their (`media_strip`, `audio_track`) (isinstance: subclasses
+#: too).
 WRITERS = ((TensorBoardLogger, _to_tensorboard), (WandbLogger, _to_wandb), (MLFlowLogger, _to_mlflow))

@@ -1,10 +1,10 @@
-"""The media of exported examples on disk: content parts to files and back, losslessly and byte-for-byte
-reproducibly (no timestamps): images as PNG, videos as one PNG strip of their frames stacked top to bottom,
-audio as 32-bit float mono WAV, point clouds and any other array as NPY.
+"""The media of exported examples on disk: content parts to files and back, losslessly and
+byte-for-byte reproducibly (no timestamps): images as PNG, videos as one PNG strip of their frames
+stacked top to bottom, audio as 32-bit float mono WAV, point clouds and any other array as NPY.
 
-A stored part keeps its other fields and names its file in place of the media: ``{"type": "image", "image":
-{"file": "media/000003-1.png", "sha256": "..."}}``; reading checks the digest, so a damaged file is caught even
-when it still decodes.
+A stored part keeps its other fields and names its file in place of the media: ``{"type": "image",
+"image": {"file": "media/000003-1.png", "sha256": "..."}}``; reading checks the digest, so a damaged
+file is caught even when it still decodes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ _WAV_HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")  # RIFF header, a 16-byte fmt 
 
 
 def save_messages(messages: list[dict], folder: Path, stem: str) -> list[dict]:
-    """JSON-ready copies of ``messages`` whose media are written under ``folder/media`` as ``<stem>-<k>.<ext>``
-    (``k`` counts the media parts of the example)."""
+    """JSON-ready copies of ``messages`` whose media are written under ``folder/media`` as
+    ``<stem>-<k>.<ext>`` (``k`` counts the media parts of the example)."""
     (folder / "media").mkdir(parents=True, exist_ok=True)
     written = 0
 
@@ -47,8 +47,8 @@ def save_messages(messages: list[dict], folder: Path, stem: str) -> list[dict]:
 
 
 def load_messages(messages: list[dict], folder: Path) -> list[dict]:
-    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is missing,
-    leaves ``folder``, does not match its digest or does not decode."""
+    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is
+    missing, leaves ``folder``, does not match its digest or does not decode."""
 
     def load(part: dict, key: str) -> dict:
         ref = part.get(key)
@@ -60,15 +60,17 @@ def load_messages(messages: list[dict], folder: Path) -> list[dict]:
 
 
 def _map_media(messages: list[dict], convert) -> list[dict]:
-    """Copies of ``messages`` with ``convert(part, media_key)`` applied to each media part, in order."""
+    """Copies of ``messages`` with ``convert(part, media_key)`` applied to each media part, in
+    order."""
     out = []
     for message in messages:
         content = message["content"]
         if isinstance(content, str):
             out.append(dict(message))
             continue
-        parts = [convert(part, _MEDIA_KEYS[part["type"]]) if part["type"] in _MEDIA_KEYS else dict(part)
-                 for part in content]
+        parts = [
+            convert(part, _MEDIA_KEYS[part["type"]]) if part["type"] in _MEDIA_KEYS else dict(part) for part in content
+        ]
         out.append({**message, "content": parts})
     return out
 
@@ -90,8 +92,9 @@ def encode(kind: str, value, sampling_rate: int | None = None) -> tuple[bytes, s
         value.save(buffer, format="PNG")
         return buffer.getvalue(), "png"
     if kind == "video":  # [T, H, W, 3] (or a list of frames) -> a [T * H, W, 3] strip
-        frames = np.stack([np.asarray(frame.convert("RGB")) if isinstance(frame, Image.Image) else frame
-                           for frame in value]).astype(np.uint8)
+        frames = np.stack(
+            [np.asarray(frame.convert("RGB")) if isinstance(frame, Image.Image) else frame for frame in value]
+        ).astype(np.uint8)
         Image.fromarray(frames.reshape(-1, *frames.shape[2:])).save(buffer, format="PNG")
         return buffer.getvalue(), "png"
     if kind == "audio":
@@ -101,8 +104,8 @@ def encode(kind: str, value, sampling_rate: int | None = None) -> tuple[bytes, s
 
 
 def decode(kind: str, path: Path, ref: dict):
-    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part held it;
-    SkipItem when it does not decode."""
+    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part
+    held it; SkipItem when it does not decode."""
     try:
         if kind == "image":
             return load_rgb(path)
@@ -122,13 +125,15 @@ def decode(kind: str, path: Path, ref: dict):
 def wav_bytes(wave: np.ndarray, sampling_rate: int) -> bytes:
     """A mono WAV file of 32-bit IEEE floats (format 3): lossless for float32 samples."""
     data = wave.astype("<f4").tobytes()
-    header = _WAV_HEADER.pack(b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 3, 1, sampling_rate,
-                              4 * sampling_rate, 4, 32, b"data", len(data))
+    header = _WAV_HEADER.pack(
+        b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 3, 1, sampling_rate, 4 * sampling_rate, 4, 32, b"data", len(data)
+    )
     return header + data
 
 
 def read_wav(data: bytes) -> tuple[np.ndarray, int]:
-    """``(samples [S] float32, sampling rate)`` of a file `wav_bytes` wrote; ValueError for anything else."""
+    """``(samples [S] float32, sampling rate)`` of a file `wav_bytes` wrote; ValueError for anything
+    else."""
     riff, _, wave, fmt, _, tag, channels, rate, _, _, bits, chunk, size = _WAV_HEADER.unpack_from(data)
     if (riff, wave, fmt, chunk, tag, channels, bits) != (b"RIFF", b"WAVE", b"fmt ", b"data", 3, 1, 32):
         raise ValueError("not a mono 32-bit float WAV file as the pretext benchmark writes them")

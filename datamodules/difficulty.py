@@ -1,9 +1,10 @@
-"""Per-item difficulty: recent pass rates (`PassRates`), the sampling weights curricula derive from them
-(`item_weights`), and `SelectedItems`, a source cut down to the items an offline selection kept
+"""Per-item difficulty: recent pass rates (`PassRates`), the sampling weights curricula derive from
+them (`item_weights`), and `SelectedItems`, a source cut down to the items an offline selection kept
 (``zoo select``, which writes the file it reads).
 
-An item is one index of a source (``Example.meta[ITEM_KEY]``): its examples differ from epoch to epoch (a new
-permutation, angle, option order), its content does not, so its difficulty carries over.
+An item is one index of a source (``Example.meta[ITEM_KEY]``): its examples differ from epoch to
+epoch (a new permutation, angle, option order), its content does not, so its difficulty carries
+over.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ SELECTION_FORMAT = 1
 
 
 class PassRates:
-    """The recent pass rate of each training item, per modality: an exponential moving average of the mean
-    score (the ``accuracy`` part, by default) of its examples' completions.
+    """The recent pass rate of each training item, per modality: an exponential moving average of
+    the mean score (the ``accuracy`` part, by default) of its examples' completions.
 
     Args:
-        smoothing: Weight of a new observation: ``rate += smoothing * (observed - rate)`` (1 keeps only the
-            latest); an item's first observation is its rate.
+        smoothing: Weight of a new observation: ``rate += smoothing * (observed - rate)`` (1 keeps
+            only the latest); an item's first observation is its rate.
     """
 
     def __init__(self, smoothing: float = 0.5):
@@ -38,7 +39,8 @@ class PassRates:
         self.rates: dict[str, dict[int, float]] = {}
 
     def update(self, observations: Iterable[tuple[str, int, float]]) -> None:
-        """Fold in ``(modality, item, observed pass rate)`` triples, in order (an item may come twice)."""
+        """Fold in ``(modality, item, observed pass rate)`` triples, in order (an item may come
+        twice)."""
         for modality, item, observed in observations:
             table = self.rates.setdefault(modality, {})
             old = table.get(item)
@@ -62,14 +64,16 @@ class PassRates:
 def weights(rates: np.ndarray, mode: str, progress: float = 0.0) -> np.ndarray:
     """Sampling weight in [0, 1] of items with pass rates ``rates`` (``[n]``):
 
-    - ``dgrpo``: ``(1 + d) / 2`` with difficulty ``d = 1 - p``, i.e. ``1 - p / 2``: the advantage scale of
-      DGRPO (VITAL, arXiv 2508.04416, as a public reimplementation writes it: ``d = clamp(max reward - group
-      mean, 0, 1)``), applied as a sampling probability instead, which gives the same expected gradient;
-    - ``variance``: ``4 p (1 - p)``: the Bernoulli reward variance, highest for items solved half the time
-      (variance-aware selection; GRPO learns nothing from groups that all pass or all fail);
-    - ``easy_to_hard``: ``p^(1 - t) (1 - p)^t`` at training progress ``t`` in [0, 1]: easy items first, hard
-      ones last (SARI's easy-to-hard curriculum, arXiv 2504.15900, by online pass rates: SARI's own schedule
-      is unpublished).
+    - ``dgrpo``: ``(1 + d) / 2`` with difficulty ``d = 1 - p``, i.e. ``1 - p / 2``: the advantage
+      scale of DGRPO (VITAL, arXiv 2508.04416, as a public reimplementation writes it: ``d =
+      clamp(max reward - group mean, 0, 1)``), applied as a sampling probability instead, which
+      gives the same expected gradient;
+    - ``variance``: ``4 p (1 - p)``: the Bernoulli reward variance, highest for items solved half
+      the time (variance-aware selection; GRPO learns nothing from groups that all pass or all
+      fail);
+    - ``easy_to_hard``: ``p^(1 - t) (1 - p)^t`` at training progress ``t`` in [0, 1]: easy items
+      first, hard ones last (SARI's easy-to-hard curriculum, arXiv 2504.15900, by online pass rates:
+      SARI's own schedule is unpublished).
     """
     p = np.clip(rates, 0.0, 1.0)
     if mode == "dgrpo":
@@ -83,14 +87,16 @@ def weights(rates: np.ndarray, mode: str, progress: float = 0.0) -> np.ndarray:
 
 
 class SelectedItems(Source):
-    """The items of ``source`` that an offline selection kept (``zoo select`` writes the file): training
-    examples then come only from them. The file also lists the items the scoring run held out; read them with
-    ``part: held_out`` as the ``val_source``, so validation stays on items never trained on.
+    """The items of ``source`` that an offline selection kept (``zoo select`` writes the file):
+    training examples then come only from them. The file also lists the items the scoring run held
+    out; read them with ``part: held_out`` as the ``val_source``, so validation stays on items never
+    trained on.
 
     Args:
         source: The source the selection scored (same class and length, or a ValueError).
         path: The JSON file ``zoo select`` wrote.
-        part: ``kept`` (the selected training items) or ``held_out`` (the scoring run's validation items).
+        part: ``kept`` (the selected training items) or ``held_out`` (the scoring run's validation
+            items).
     """
 
     modality = "any"  # that of ``source``, set per instance
@@ -129,8 +135,10 @@ def read_selection(path: str, source: Source) -> dict:
         raise ValueError(f"{str(file)!r} holds no selection of {source.modality} items")
     expected = (entry.get("source"), entry.get("length"))
     if expected != (type(source).__name__, len(source)):
-        raise ValueError(f"{str(file)!r} was written for {expected[0]} with {expected[1]} items, not "
-                         f"{type(source).__name__} with {len(source)}")
+        raise ValueError(
+            f"{str(file)!r} was written for {expected[0]} with {expected[1]} items, not "
+            f"{type(source).__name__} with {len(source)}"
+        )
     if not all(isinstance(i, int) and 0 <= i < len(source) for i in [*entry["kept"], *entry["held_out"]]):
         raise ValueError(f"{str(file)!r} lists item indices outside 0..{len(source) - 1}")
     return entry

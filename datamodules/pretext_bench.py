@@ -1,7 +1,9 @@
-"""`PretextBench`: evaluate on an exported pretext benchmark (`datamodules.bench_export`) without regenerating it.
+"""`PretextBench`: evaluate on an exported pretext benchmark (`datamodules.bench_export`) without
+regenerating it.
 
-Each set's task is rebuilt from the manifest (class and arguments) and verifies the completions; examples keep
-their level id as task name (``jigsaw@3x3``), so ``zoo test`` logs ``test/jigsaw@3x3/accuracy`` per level.
+Each set's task is rebuilt from the manifest (class and arguments) and verifies the completions;
+examples keep their level id as task name (``jigsaw@3x3``), so ``zoo test`` logs
+``test/jigsaw@3x3/accuracy`` per level.
 """
 
 from __future__ import annotations
@@ -27,22 +29,29 @@ log = logging.getLogger(__name__)
 class PretextBench(LightningDataModule):
     """The examples of an exported pretext benchmark as the validation and test sets.
 
-    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable media
-    file, or a malformed line, skips its example, counted per set (``skipped``) and logged. Ranks take
-    contiguous shards of the remaining examples.
+    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable
+    media file, or a malformed line, skips its example, counted per set (``skipped``) and logged.
+    Ranks take contiguous shards of the remaining examples.
 
     Args:
         path: The exported folder (the one holding ``manifest.json``).
-        tasks: Sets to evaluate: level ids (``jigsaw@3x3``) or task names (``jigsaw``: every level); ``None``
-            takes them all.
-        content: Keep only the sets whose content parts are all of these kinds (``[text, image, video]`` for a
-            vision-language policy); the others are left out with a log line. ``None`` keeps every set.
+        tasks: Sets to evaluate: level ids (``jigsaw@3x3``) or task names (``jigsaw``: every level);
+            ``None`` takes them all.
+        content: Keep only the sets whose content parts are all of these kinds (``[text, image,
+            video]`` for a vision-language policy); the others are left out with a log line.
+            ``None`` keeps every set.
         batch_size: Examples per batch on each rank.
         num_workers: DataLoader worker processes.
     """
 
-    def __init__(self, path: str, tasks: list[str] | None = None, content: list[str] | None = None,
-                 batch_size: int = 8, num_workers: int = 0):
+    def __init__(
+        self,
+        path: str,
+        tasks: list[str] | None = None,
+        content: list[str] | None = None,
+        batch_size: int = 8,
+        num_workers: int = 0,
+    ):
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -73,7 +82,8 @@ class PretextBench(LightningDataModule):
         return dict(self._tasks)
 
     def verify(self, example: Example, completion: str) -> Reward:
-        """Reward ``completion`` with the task of ``example``'s set, as rebuilt from the manifest."""
+        """Reward ``completion`` with the task of ``example``'s set, as rebuilt from the
+        manifest."""
         return self._tasks[example.task].verify(example, completion)
 
     def setup(self, stage: str) -> None:
@@ -83,8 +93,10 @@ class PretextBench(LightningDataModule):
             refused = {n: sorted(set(self.manifest["sets"][n]["content"]) - takes) for n in self._tasks}
             refused = {n: kinds for n, kinds in refused.items() if kinds}
             if refused:
-                raise ValueError(f"{type(module).__name__} cannot take the content of {refused}; choose the sets it "
-                                 "can with --data.init_args.tasks")
+                raise ValueError(
+                    f"{type(module).__name__} cannot take the content of {refused}; choose the sets it "
+                    "can with --data.init_args.tasks"
+                )
 
     def records(self) -> list[tuple[str, dict]]:
         """``(set, line)`` of every usable example, in manifest order; read and checked once."""
@@ -101,16 +113,18 @@ class PretextBench(LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         records = self.records()
-        shard = records[rank * len(records) // world:(rank + 1) * len(records) // world]
-        return DataLoader(_Batches(self.root, shard, self.batch_size), batch_size=None, collate_fn=list,
-                          num_workers=self.num_workers)
+        shard = records[rank * len(records) // world : (rank + 1) * len(records) // world]
+        return DataLoader(
+            _Batches(self.root, shard, self.batch_size), batch_size=None, collate_fn=list, num_workers=self.num_workers
+        )
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
 
 
 def read_manifest(root: Path) -> dict:
-    """The manifest of an exported benchmark; FileNotFoundError / ValueError naming what is wrong."""
+    """The manifest of an exported benchmark; FileNotFoundError / ValueError naming what is
+    wrong."""
     path = root / "manifest.json"
     if not path.is_file():
         raise FileNotFoundError(f"{str(root)!r} holds no manifest.json: export one with `zoo pretext-bench export`")
@@ -133,14 +147,20 @@ def rebuild_task(spec: dict) -> Task:
 
 
 def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[dict]:
-    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
-    the ``expected`` number, counted in ``skips[name]`` and logged."""
+    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines
+    missing from the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
     lines = list(json_lines(path)) if path.is_file() else []
     if len(lines) < expected:
         skips[name] += expected - len(lines)
-        log.warning("skipping %d examples of %s: %s holds %d of the %d lines the manifest counts",
-                    expected - len(lines), name, path, len(lines), expected)
+        log.warning(
+            "skipping %d examples of %s: %s holds %d of the %d lines the manifest counts",
+            expected - len(lines),
+            name,
+            path,
+            len(lines),
+            expected,
+        )
     for number, line in lines:
         try:
             if isinstance(line, dict) and "_error" in line:
@@ -161,7 +181,8 @@ def to_example(folder: Path, line: dict) -> Example:
 
 
 class _Batches(IterableDataset):
-    """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in order)."""
+    """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in
+    order)."""
 
     def __init__(self, root: Path, records: list[tuple[str, dict]], batch_size: int):
         self.root, self.records, self.batch_size = root, records, batch_size
@@ -173,5 +194,5 @@ class _Batches(IterableDataset):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for b in range(worker, len(self), workers):
-            chunk = self.records[b * self.batch_size:(b + 1) * self.batch_size]
+            chunk = self.records[b * self.batch_size : (b + 1) * self.batch_size]
             yield [to_example(self.root / name, line) for name, line in chunk]

@@ -1,5 +1,5 @@
-"""The refill stream of dynamic sampling (DAPO): more training prompts for a batch whose groups have equal
-rewards, drawn without touching the training batches or epochs."""
+"""The refill stream of dynamic sampling (DAPO): more training prompts for a batch whose groups have
+equal rewards, drawn without touching the training batches or epochs."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from datamodules.streams import TrainStream
 
 
 class RefillStream(TrainStream):
-    """Refill prompts: "epoch" ``e`` is the key of the batch being refilled, batch ``b`` its refill round
-    ``b + 1``, split over ranks like a training batch (rank ``r`` takes the ``r``-th slice of the global
-    round). Items come from the training split in a permutation of their own per key, tasks are drawn by the
-    weights of the curriculum stage of the batch being refilled (``position``). So a refill example is a pure
-    function of ``(seed, key, round, position in the global round)``: any number of ranks or a resumed run
-    draw the same."""
+    """Refill prompts: "epoch" ``e`` is the key of the batch being refilled, batch ``b`` its refill
+    round ``b + 1``, split over ranks like a training batch (rank ``r`` takes the ``r``-th slice of
+    the global round). Items come from the training split in a permutation of their own per key,
+    tasks are drawn by the weights of the curriculum stage of the batch being refilled
+    (``position``). So a refill example is a pure function of ``(seed, key, round, position in the
+    global round)``: any number of ranks or a resumed run draw the same."""
 
     stream = "refill"
 

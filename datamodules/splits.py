@@ -1,5 +1,6 @@
-"""How `PretextDataModule` divides its sources: sources by modality, and the training, validation and test
-items of each (held out at the end of the training source, or read from a source of their own)."""
+"""How `PretextDataModule` divides its sources: sources by modality, and the training, validation
+and test items of each (held out at the end of the training source, or read from a source of their
+own)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def by_modality(source: Source | list[Source] | None, what: str) -> dict[str, So
 
 
 def check_modalities(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], tasks: list[Task]) -> None:
-    """Every task has a source of its modality and every source a task (an unused one is a config mistake)."""
+    """Every task has a source of its modality and every source a task (an unused one is a config
+    mistake)."""
     for task in tasks:
         if task.modality not in sources:
             given = ", ".join(f"{type(s).__name__} ({m})" for m, s in sources.items())
@@ -33,8 +35,11 @@ def check_modalities(sources: dict[str, Source], held_out: dict[str, dict[str, S
             raise ValueError(f"{what} gives {sorted(unused)} items that no task takes")
 
 
-def split_feeds(sources: dict[str, Source], held_out: dict[str, dict[str, Source]], sizes: dict[str, int],
-           ) -> dict[str, dict[str, Feed]]:
+def split_feeds(
+    sources: dict[str, Source],
+    held_out: dict[str, dict[str, Source]],
+    sizes: dict[str, int],
+) -> dict[str, dict[str, Feed]]:
     """The training, validation and test feeds of each modality."""
     feeds: dict[str, dict[str, Feed]] = {"train": {}, "val": {}, "test": {}}
     for modality, source in sources.items():
@@ -52,18 +57,20 @@ def split_feeds(sources: dict[str, Source], held_out: dict[str, dict[str, Source
 
 
 def _split_one(source: Source, own: dict[str, Source | None], sizes: dict[str, int]) -> tuple[range, dict[str, range]]:
-    """Indices of the training items (in ``source``) and of each held-out split's items: in its own source
-    if given, else at the end of ``source`` (validation last, test just before it), disjoint from training
-    and from each other."""
+    """Indices of the training items (in ``source``) and of each held-out split's items: in its own
+    source if given, else at the end of ``source`` (validation last, test just before it), disjoint
+    from training and from each other."""
     n = len(source)
     if n == 0:
         raise ValueError(f"{type(source).__name__} is empty")
     taken = {split: size for split, size in sizes.items() if own[split] is None and size}
     if sum(taken.values()) >= n:
         held = " + ".join(f"{split}_size={size}" for split, size in taken.items())
-        raise ValueError(f"{held} would hold out all {n} items of {type(source).__name__}, leaving none to train "
-                         f"on; lower {' or '.join(f'{split}_size' for split in taken)} or give a "
-                         f"{' or '.join(f'{split}_source' for split in taken)}")
+        raise ValueError(
+            f"{held} would hold out all {n} items of {type(source).__name__}, leaving none to train "
+            f"on; lower {' or '.join(f'{split}_size' for split in taken)} or give a "
+            f"{' or '.join(f'{split}_source' for split in taken)}"
+        )
     end, ranges = n, {}
     for split, size in sizes.items():
         if own[split] is not None:

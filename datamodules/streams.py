@@ -1,5 +1,6 @@
-"""The example streams behind `PretextDataModule`: which task and item make example ``i`` of epoch ``e``
-on each rank, skipping and replacing unusable items, and the loaders that place and resume a pass."""
+"""The example streams behind `PretextDataModule`: which task and item make example ``i`` of epoch
+``e`` on each rank, skipping and replacing unusable items, and the loaders that place and resume a
+pass."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from tasks import Example, SkipItem, Task
 
 log = logging.getLogger(__name__)
 
-#: An example gives up after this many unusable items in a row: the source (or task) is broken, not unlucky.
+#: An example gives up after this many unusable items in a row: the source (or task) is broken, not
+#: unlucky.
 MAX_CONSECUTIVE_SKIPS = 100
 
 Placement = Callable[[], tuple[int | None, int, int]]  # () -> (epoch or None, rank, world size)
@@ -32,9 +34,9 @@ ITEM_KEY = "source_item"
 
 @dataclass(frozen=True)
 class Feed:
-    """Where the items of one modality come from in one split: a source, the indices it contributes, and the
-    indices an unusable held-out item may be replaced from (``pool``, which starts with ``items``; None: only
-    ``items``)."""
+    """Where the items of one modality come from in one split: a source, the indices it contributes,
+    and the indices an unusable held-out item may be replaced from (``pool``, which starts with
+    ``items``; None: only ``items``)."""
 
     source: Source
     items: range
@@ -43,7 +45,8 @@ class Feed:
 
 @dataclass(frozen=True)
 class Mix:
-    """What examples are made by during one curriculum stage: the tasks and their cumulative weights."""
+    """What examples are made by during one curriculum stage: the tasks and their cumulative
+    weights."""
 
     tasks: list[Task]
     cum_weights: list[float]
@@ -61,7 +64,8 @@ def _reason(err: Exception) -> str:
 
 
 class _Batch(list):
-    """Examples plus the ``(index, reason)`` of the items skipped to make them, for the main process."""
+    """Examples plus the ``(index, reason)`` of the items skipped to make them, for the main
+    process."""
 
     def __init__(self, examples: list[Example], skips: list[tuple[int, str]]):
         super().__init__(examples)
@@ -70,12 +74,14 @@ class _Batch(list):
 
 class ExampleStream(IterableDataset):
     """Yields this rank's batches of examples; subclasses say which example indices make batch ``b``
-    (`batch_indices`) and which source item the ``p``-th position of the epoch's item order is (`item_index`).
+    (`batch_indices`) and which source item the ``p``-th position of the epoch's item order is
+    (`item_index`).
 
-    ``epoch``, ``rank`` and ``world`` are set by `EpochLoader` before each pass; ``passes`` counts them.
-    ``skipped`` counts skip events; the loader updates it in the main process, so it is exact with workers.
-    A task may make several examples of one item (a question and its rewrite, `tasks.Task.make_examples`):
-    training batches hold them all, one after another; held-out batches only the first.
+    ``epoch``, ``rank`` and ``world`` are set by `EpochLoader` before each pass; ``passes`` counts
+    them. ``skipped`` counts skip events; the loader updates it in the main process, so it is exact
+    with workers. A task may make several examples of one item (a question and its rewrite,
+    `tasks.Task.make_examples`): training batches hold them all, one after another; held-out batches
+    only the first.
     """
 
     stream: str = ""
@@ -112,21 +118,23 @@ class ExampleStream(IterableDataset):
     def __iter__(self) -> Iterator[_Batch]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0, b1, ...
+        # the DataLoader reads workers round-robin, so batch b from worker b % K keeps the order b0,
+        # b1, ...
         for b in range(self.start + worker, len(self), workers):
             skips: list[tuple[int, str]] = []
-            examples = [e for i in self.batch_indices(b) for e in self.examples(int(i), skips)[:self.made]]
+            examples = [e for i in self.batch_indices(b) for e in self.examples(int(i), skips)[: self.made]]
             yield _Batch(examples, skips)
 
     #: How many of the examples an item makes this stream keeps (None: all).
     made: int | None = None
-    #: Whether its examples carry their source item (``ITEM_KEY``): training ones do, for per-item difficulty.
+    #: Whether its examples carry their source item (``ITEM_KEY``): training ones do, for per-item
+    #: difficulty.
     tracks_items = False
 
     def examples(self, i: int, skips: list[tuple[str, int, str, str]]) -> list[Example]:
-        """Example ``i`` of the current epoch (with the rewrite its task pairs it with, uid ``<uid>/1``);
-        unusable items are appended to ``skips`` and replaced by the next `candidate` (same task, same random
-        stream)."""
+        """Example ``i`` of the current epoch (with the rewrite its task pairs it with, uid
+        ``<uid>/1``); unusable items are appended to ``skips`` and replaced by the next `candidate`
+        (same task, same random stream)."""
         # a str seed is hashed with SHA-512 (not hash()): the same in every process and run
         uid = f"{self.seed}:{self.stream}:{self.epoch}:{i}"
         rng = random.Random(uid)
@@ -163,19 +171,23 @@ class ExampleStream(IterableDataset):
         return MAX_CONSECUTIVE_SKIPS
 
     def candidate(self, i: int, attempt: int, modality: str) -> int:
-        """The item the ``attempt``-th try at example ``i`` reads: the next positions of the item order."""
+        """The item the ``attempt``-th try at example ``i`` reads: the next positions of the item
+        order."""
         return self.item_index(i + attempt, modality)
 
     def exhausted(self, task: Task, feed: Feed, skips: list[tuple[str, int, str, str]]) -> str:
         """The one-line error of an example none of whose `attempts` found a usable item."""
         last = ", ".join(f"{feed.source.describe(j)} ({why})" for _, j, _, why in skips[-3:])
-        return (f"{len(skips)} consecutive items of {type(feed.source).__name__} could not be used by task "
-                f"{task.name!r}; the source looks broken. Last failures: {last}")
+        return (
+            f"{len(skips)} consecutive items of {type(feed.source).__name__} could not be used by task "
+            f"{task.name!r}; the source looks broken. Last failures: {last}"
+        )
 
     @staticmethod
     def _item(feed: Feed, index: int, task: Task, rng: random.Random):
-        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners are other
-        items of this split drawn by the example's random stream (a partner's SkipItem names its index)."""
+        """Item ``index``, or ``[item, *partners]`` for a task that needs other items too: partners
+        are other items of this split drawn by the example's random stream (a partner's SkipItem
+        names its index)."""
         item = feed.source[index]
         if not task.partners:
             return item
@@ -192,8 +204,8 @@ class ExampleStream(IterableDataset):
         return [item, *others]
 
     def note_skips(self, skips: list[tuple[str, int, str, str]]) -> None:
-        """Count skip events (in total and per source and kind) and log each item the first time it is
-        skipped."""
+        """Count skip events (in total and per source and kind) and log each item the first time it
+        is skipped."""
         self.skipped += len(skips)
         for modality, index, kind, reason in skips:
             self.skip_counts[type(self.feeds[modality].source).__name__, kind] += 1
@@ -203,8 +215,9 @@ class ExampleStream(IterableDataset):
 
 
 class TrainStream(ExampleStream):
-    """Training examples: ``epoch_size`` per epoch, items in a fresh permutation each epoch (repeated in new
-    permutations when the epoch is longer than the item list), cut into global batches split across ranks."""
+    """Training examples: ``epoch_size`` per epoch, items in a fresh permutation each epoch
+    (repeated in new permutations when the epoch is longer than the item list), cut into global
+    batches split across ranks."""
 
     stream = "train"
     tracks_items = True
@@ -213,8 +226,8 @@ class TrainStream(ExampleStream):
         super().__init__(*args, **kwargs)
         self.epoch_size = epoch_size
         self._orders: dict[tuple[str, int, int], np.ndarray] = {}
-        #: ``(epoch, {modality: weight per training item})``: that epoch draws its items by these weights
-        #: (`PretextDataModule.set_item_weights`); other epochs use permutations.
+        #: ``(epoch, {modality: weight per training item})``: that epoch draws its items by these
+        #: weights (`PretextDataModule.set_item_weights`); other epochs use permutations.
         self.item_weights: tuple[int, dict[str, np.ndarray]] | None = None
 
     def num_batches(self) -> int:
@@ -253,17 +266,19 @@ class TrainStream(ExampleStream):
         return items[int(order[offset])]
 
     def order_seed(self, name: str, lap: int) -> str:
-        """Seed string of the item permutation of ``lap`` of this epoch (``name``: the modality, or empty)."""
+        """Seed string of the item permutation of ``lap`` of this epoch (``name``: the modality, or
+        empty)."""
         return f"{self.seed}:order:{name}{self.epoch}:{lap}"
 
     def set_item_weights(self, epoch: int, weights: dict[str, np.ndarray]) -> None:
-        """Draw the items of ``epoch`` by ``weights`` (one per training item of each named modality)."""
+        """Draw the items of ``epoch`` by ``weights`` (one per training item of each named
+        modality)."""
         self.item_weights = (epoch, weights)
         self._orders = {key: order for key, order in self._orders.items() if key[2] != -1}
 
     def _weighted_order(self, modality: str) -> np.ndarray:
-        """This epoch's item positions drawn with replacement by the item weights (enough for every example
-        and its skips)."""
+        """This epoch's item positions drawn with replacement by the item weights (enough for every
+        example and its skips)."""
         key = (modality, self.epoch, -1)
         if key not in self._orders:
             weights = self.item_weights[1][modality]
@@ -274,9 +289,9 @@ class TrainStream(ExampleStream):
 
 
 class HeldOutStream(ExampleStream):
-    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage), made by the
-    tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank shards whose sizes differ
-    by at most one; the last batch of a shard may be short."""
+    """Validation examples: one per held-out item, fixed (always epoch 0, first curriculum stage),
+    made by the tasks in turn (example ``i`` by task ``i mod n``), split into contiguous per-rank
+    shards whose sizes differ by at most one; the last batch of a shard may be short."""
 
     stream = "val"
     made = 1  # a held-out example is measured on its own, never with a rewrite
@@ -289,17 +304,17 @@ class HeldOutStream(ExampleStream):
         return math.ceil(len(self._shard()) / self.batch_size)
 
     def batch_indices(self, b: int) -> Sequence[int]:
-        return self._shard()[b * self.batch_size:(b + 1) * self.batch_size]
+        return self._shard()[b * self.batch_size : (b + 1) * self.batch_size]
 
     def attempts(self, feed: Feed) -> int:
         return min(MAX_CONSECUTIVE_SKIPS, len(feed.pool or feed.items))  # each held-out item once at most
 
     def candidate(self, i: int, attempt: int, modality: str) -> int:
-        """Example ``i``'s own item; when unusable, the spare items of the held-out pool (those no example
-        uses, each example starting at another one), then the other examples' items."""
+        """Example ``i``'s own item; when unusable, the spare items of the held-out pool (those no
+        example uses, each example starting at another one), then the other examples' items."""
         feed = self.feeds[modality]
         items = feed.items
-        spare = (feed.pool or items)[len(items):]
+        spare = (feed.pool or items)[len(items) :]
         if attempt == 0:
             return items[i % len(items)]
         if attempt <= len(spare):
@@ -309,9 +324,11 @@ class HeldOutStream(ExampleStream):
     def exhausted(self, task: Task, feed: Feed, skips: list[tuple[str, int, str, str]]) -> str:
         names = list(dict.fromkeys(feed.source.describe(j) for _, j, _, _ in skips))
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        return (f"no usable held-out item for task {task.name!r}: all {len(names)} tried of "
-                f"{type(feed.source).__name__} are unusable ({shown}; the first: {skips[0][3]}). Fix or remove "
-                f"them, give a {self.stream}_source, or set {self.stream}_size: 0")
+        return (
+            f"no usable held-out item for task {task.name!r}: all {len(names)} tried of "
+            f"{type(feed.source).__name__} are unusable ({shown}; the first: {skips[0][3]}). Fix or remove "
+            f"them, give a {self.stream}_source, or set {self.stream}_size: 0"
+        )
 
     def stage(self, i: int) -> int:
         return 0  # held-out examples never change
@@ -321,14 +338,16 @@ class HeldOutStream(ExampleStream):
 
 
 class TestStream(HeldOutStream):
-    """Test examples: made as the validation ones are, from the test items, under a random stream of their own."""
+    """Test examples: made as the validation ones are, from the test items, under a random stream of
+    their own."""
 
     stream = "test"
 
 
 class EpochLoader(DataLoader):
-    """A DataLoader that tells its dataset the epoch, rank and world size before each pass (so before its
-    non-persistent workers start), and counts and logs skipped items in the main process."""
+    """A DataLoader that tells its dataset the epoch, rank and world size before each pass (so
+    before its non-persistent workers start), and counts and logs skipped items in the main
+    process."""
 
     def __init__(self, dataset: ExampleStream, placement: Placement | None = None, **kwargs):
         kwargs.setdefault("batch_size", None)
@@ -347,15 +366,16 @@ class EpochLoader(DataLoader):
 
     def __iter__(self) -> Iterator[list[Example]]:
         epoch = self._place()
-        # without a trainer every pass over the dataset (from any loader of this module) is a new epoch
+        # without a trainer every pass over the dataset (from any loader of this module) is a new
+        # epoch
         epoch = self.dataset.passes if epoch is None else epoch
         self.dataset.epoch, self.dataset.start = self._start(epoch)
         self.dataset.passes += 1
         return self._unwrap(super().__iter__())
 
     def _start(self, epoch: int) -> tuple[int, int]:
-        """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a restored position
-        says otherwise."""
+        """``(epoch, batch)`` a pass asked for ``epoch`` starts at: its first batch unless a
+        restored position says otherwise."""
         return epoch, 0
 
     def _unwrap(self, batches: Iterator[_Batch]) -> Iterator[list[Example]]:
@@ -365,8 +385,8 @@ class EpochLoader(DataLoader):
 
 
 class ResumableLoader(EpochLoader):
-    """The training loader: Lightning stores its `state_dict` in checkpoints, so a run resumed mid-epoch
-    continues with the next batch instead of replaying the epoch from its start."""
+    """The training loader: Lightning stores its `state_dict` in checkpoints, so a run resumed
+    mid-epoch continues with the next batch instead of replaying the epoch from its start."""
 
     def __init__(self, dataset: ExampleStream, placement: Placement, progress: Callable[[], int], **kwargs):
         super().__init__(dataset, placement, **kwargs)
@@ -384,6 +404,7 @@ class ResumableLoader(EpochLoader):
         if resume is None or resume[0] != epoch:
             return epoch, 0
         if resume[1] >= len(self):
-            # saved at the epoch's last batch: Lightning iterates before it moves on to the next epoch
+            # saved at the epoch's last batch: Lightning iterates before it moves on to the next
+            # epoch
             return epoch + 1, 0
         return resume

@@ -1,12 +1,14 @@
 """Answer formats, strict extraction and the one permutation convention shared by every task.
 
-Formats: ``tags`` (``<think>...</think><answer>...</answer>``), ``boxed`` (``\\boxed{...}``), ``bare``.
-Extraction is strict: a completion that does not match its format, or whose answer is empty, yields no
-answer (so ``<answer></answer>`` can never be rewarded the way a substring check would reward it).
+Formats: ``tags`` (``<think>...</think><answer>...</answer>``), ``boxed`` (``\\boxed{...}``),
+    ``bare``.
+Extraction is strict: a completion that does not match its format, or whose answer is empty, yields
+no answer (so ``<answer></answer>`` can never be rewarded the way a substring check would reward
+it).
 
-Permutation convention (Visual Jigsaw, VideoSSR, SSL4RL): pieces are shown in a shuffled order and labelled
-1..K in the order shown. The answer lists, for each original slot in raster (or chronological) order, the
-label of the shown piece that belongs there. `restore` inverts it.
+Permutation convention (Visual Jigsaw, VideoSSR, SSL4RL): pieces are shown in a shuffled order and
+labelled 1..K in the order shown. The answer lists, for each original slot in raster (or
+chronological) order, the label of the shown piece that belongs there. `restore` inverts it.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def wrap(answer: str, answer_format: str, think: bool) -> str:
 
 
 def extract(completion: str, answer_format: str, think: bool) -> tuple[str | None, bool]:
-    """Return ``(answer, well_formed)``; ``answer`` is None unless the whole completion is well formed.
+    """Return ``(answer, well_formed)``; ``answer`` is None unless the whole completion is well
+    formed.
 
     Linear in the length of the completion whatever it holds: no pattern here can backtrack.
     """
@@ -67,9 +70,10 @@ def extract(completion: str, answer_format: str, think: bool) -> tuple[str | Non
 
 
 def _extract_tags(completion: str, think: bool) -> str | None:
-    """The answer of a completion laid out ``<think>...</think><answer>...</answer>`` (the think block optional
-    unless ``think``; whitespace around the blocks allowed): the text between the first ``<answer>`` after the
-    first ``</think>`` that one follows, and the final ``</answer>``, stripped."""
+    """The answer of a completion laid out ``<think>...</think><answer>...</answer>`` (the think
+    block optional unless ``think``; whitespace around the blocks allowed): the text between the
+    first ``<answer>`` after the first ``</think>`` that one follows, and the final ``</answer>``,
+    stripped."""
     body = completion.strip()
     if not body.endswith(_CLOSE):
         return None
@@ -84,14 +88,16 @@ def _extract_tags(completion: str, think: bool) -> str | None:
 
 
 def _after_think(text: str) -> int | None:
-    """Where the text after a leading think block (``<think>...</think>``, whitespace before it) starts."""
+    """Where the text after a leading think block (``<think>...</think>``, whitespace before it)
+    starts."""
     stripped = text.lstrip()
     close = stripped.find("</think>", len("<think>")) if stripped.startswith("<think>") else -1
     return None if close < 0 else len(text) - len(stripped) + close + len("</think>")
 
 
 def _extract_boxed(completion: str, think: bool) -> str | None:
-    """Content of the single ``\\boxed{...}`` (balanced braces) after an optional or required think block."""
+    """Content of the single ``\\boxed{...}`` (balanced braces) after an optional or required think
+    block."""
     text = completion
     if think:
         start = _after_think(completion)
@@ -127,9 +133,9 @@ def parse_choice(answer: str, choices: Sequence[str]) -> str | None:
 
 
 def _unwrap(answer: str) -> str | None:
-    """``answer`` less surrounding whitespace, a trailing period and one pair of brackets (``()`` or ``[]``,
-    either side optional); None when nothing is left or a bracket remains inside. String operations only: a
-    pattern for the same thing backtracks for seconds on a few hundred spaces."""
+    """``answer`` less surrounding whitespace, a trailing period and one pair of brackets (``()`` or
+    ``[]``, either side optional); None when nothing is left or a bracket remains inside. String
+    operations only: a pattern for the same thing backtracks for seconds on a few hundred spaces."""
     text = answer.strip()
     if len(text) > 1 and text.endswith("."):
         text = text[:-1].rstrip()
@@ -159,8 +165,9 @@ def parse_letter(answer: str, options: Sequence[T], strict: bool = False) -> T |
     Args:
         answer: The extracted answer.
         options: The options, lettered A, B, ... in order.
-        strict: Only the option's uppercase letter, alone, counts (what strict exact-match harnesses and
-            Jigsaw-R1's format check accept); False also takes what `parse_choice` takes (``b``, ``(B)``, ``B.``).
+        strict: Only the option's uppercase letter, alone, counts (what strict exact-match harnesses
+            and Jigsaw-R1's format check accept); False also takes what `parse_choice` takes (``b``,
+            ``(B)``, ``B.``).
     """
     letters = [letter(i) for i in range(len(options))]
     chosen = (answer.strip() if answer.strip() in letters else None) if strict else parse_choice(answer, letters)
@@ -168,7 +175,8 @@ def parse_letter(answer: str, options: Sequence[T], strict: bool = False) -> T |
 
 
 def parse_permutation(answer: str, k: int) -> list[int] | None:
-    """Labels 1..k each exactly once, separated by commas or spaces (a bare digit string if k <= 9)."""
+    """Labels 1..k each exactly once, separated by commas or spaces (a bare digit string if k <=
+    9)."""
     text = answer.strip().strip("[]()").strip()
     if re.fullmatch(r"\d+", text) and k <= 9:
         tokens = list(text)
@@ -180,14 +188,14 @@ def parse_permutation(answer: str, k: int) -> list[int] | None:
     return labels if sorted(labels) == list(range(1, k + 1)) else None
 
 
-#: Most labels a ``choice``-style ordering question lists every order of: 4! = 24 lettered options, while
-#: 5! = 120 would fit neither the alphabet nor a prompt.
+#: Most labels a ``choice``-style ordering question lists every order of: 4! = 24 lettered options,
+#: while 5! = 120 would fit neither the alphabet nor a prompt.
 MAX_CHOICE_ORDER = 4
 
 
 def check_order_style(style: str, k: int | None = None, what: str = "labels") -> None:
-    """ValueError unless ``style`` is ``order`` or ``choice`` and, given ``k``, a ``choice`` over ``k``
-    ``what`` (points, clips, ...) fits `MAX_CHOICE_ORDER`."""
+    """ValueError unless ``style`` is ``order`` or ``choice`` and, given ``k``, a ``choice`` over
+    ``k`` ``what`` (points, clips, ...) fits `MAX_CHOICE_ORDER`."""
     if style not in ("order", "choice"):
         raise ValueError(f"style must be 'order' or 'choice', got {style!r}")
     if style == "choice" and k is not None and k > MAX_CHOICE_ORDER:
@@ -210,7 +218,8 @@ def order_options(k: int) -> str:
 
 
 def order_answer(truth: Sequence[int], style: str) -> str:
-    """The answer to an ordering question: the order itself (``order`` style) or its letter (``choice``)."""
+    """The answer to an ordering question: the order itself (``order`` style) or its letter
+    (``choice``)."""
     return letter(orderings(len(truth)).index(list(truth))) if style == "choice" else order_text(truth)
 
 
@@ -221,7 +230,8 @@ def parse_order(answer: str, k: int, style: str, strict: bool = False) -> list[i
 
 
 def shuffle_answer(shown: Sequence[int]) -> list[int]:
-    """The answer for a display order: ``shown[p]`` is the original slot of the piece shown at position p."""
+    """The answer for a display order: ``shown[p]`` is the original slot of the piece shown at
+    position p."""
     return [list(shown).index(slot) + 1 for slot in range(len(shown))]
 
 
@@ -252,10 +262,15 @@ def check_permutation_reward(reward: str, partial_credit: float) -> None:
         raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
 
 
-def graded_permutation(pred: Sequence[int], truth: Sequence[int], reward: str, partial_credit: float,
-                       ) -> dict[str, float]:
-    """All `permutation_scores` plus ``accuracy``: the ``reward`` score, scaled by ``partial_credit`` unless
-    the order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong order)."""
+def graded_permutation(
+    pred: Sequence[int],
+    truth: Sequence[int],
+    reward: str,
+    partial_credit: float,
+) -> dict[str, float]:
+    """All `permutation_scores` plus ``accuracy``: the ``reward`` score, scaled by
+    ``partial_credit`` unless the order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but
+    wrong order)."""
     scores = permutation_scores(pred, truth)
     accuracy = scores[reward] if scores["exact"] else partial_credit * scores[reward]
     return {"accuracy": accuracy, **scores}
@@ -273,7 +288,8 @@ def parse_interval(answer: str) -> tuple[float, float] | None:
 
 
 def temporal_iou(pred: tuple[float, float], truth: tuple[float, float]) -> float:
-    """Intersection over union of two ``(start, end)`` intervals; 0 when ``pred`` ends before it starts."""
+    """Intersection over union of two ``(start, end)`` intervals; 0 when ``pred`` ends before it
+    starts."""
     (start, end), (true_start, true_end) = pred, truth
     if start > end:
         return 0.0
@@ -291,6 +307,7 @@ def interval_text(interval: Sequence[float]) -> str:
 
 
 def interval_scores(answer: str, truth: Sequence[float]) -> dict[str, float] | None:
-    """``{"accuracy": temporal IoU}`` of an interval answer; None when it is not a valid interval."""
+    """``{"accuracy": temporal IoU}`` of an interval answer; None when it is not a valid
+    interval."""
     pred = parse_interval(answer)
     return None if pred is None else {"accuracy": temporal_iou(pred, tuple(truth))}

@@ -1,6 +1,8 @@
-"""The task contract: a task turns a raw media item into an `Example` and verifies completions for it.
+"""The task contract: a task turns a raw media item into an `Example` and verifies completions for
+it.
 
-Pure Python (no Lightning, no zoo): usable from a notebook, TRL ``reward_funcs`` or verl ``compute_score``.
+Pure Python (no Lightning, no zoo): usable from a notebook, TRL ``reward_funcs`` or verl
+``compute_score``.
 """
 
 from __future__ import annotations
@@ -21,27 +23,30 @@ _LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def check_subset(name: str, values: list[str], allowed) -> None:
-    """ValueError unless ``values`` is a non-empty list drawn from ``allowed`` (a task argument check)."""
+    """ValueError unless ``values`` is a non-empty list drawn from ``allowed`` (a task argument
+    check)."""
     unknown = sorted(set(values) - set(allowed))
     if unknown or not values:
         raise ValueError(f"{name} must be a non-empty list of {sorted(allowed)}, got {unknown or values}")
 
 
 def level_id(task_name: str, level: str) -> str:
-    """How a task at a level is named in the benchmark, its metrics and its predictions: ``jigsaw@3x3``."""
+    """How a task at a level is named in the benchmark, its metrics and its predictions:
+    ``jigsaw@3x3``."""
     if not _LEVEL.fullmatch(level):
         raise ValueError(f"a level name is letters, digits, '_', '.' or '-', got {level!r}")
     return f"{task_name}@{level}"
 
 
-#: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a degenerate loop
-#: (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
+#: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a
+#: degenerate loop (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
 REPEATED_WORDS, REPEATED_RUN = 7, 3
 
 
 def repeats_lines(text: str) -> bool:
-    """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a row
-    (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks the run)."""
+    """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a
+    row (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks
+    the run)."""
     previous, run = None, 0
     for line in text.splitlines():
         line = line.strip()
@@ -63,9 +68,10 @@ class SkipItem(Exception):
 
     Args:
         message: Why, naming the item.
-        kind: How the data module counts the skip (``data/skipped/<source>/<kind>``): ``None`` for its default
-            (``unreadable`` from a source, ``rejected_by_<task>`` from a task); a source's filter names its own
-            (``too_short``), so filtered items are not counted as broken files.
+        kind: How the data module counts the skip (``data/skipped/<source>/<kind>``): ``None`` for
+            its default (``unreadable`` from a source, ``rejected_by_<task>`` from a task); a
+            source's filter names its own (``too_short``), so filtered items are not counted as
+            broken files.
     """
 
     def __init__(self, message: str = "", kind: str | None = None):
@@ -79,7 +85,8 @@ class Video:
 
     Attributes:
         frames: Sampled frames, ``[T, H, W, 3]`` uint8 RGB.
-        fps: Frames per second of ``frames`` (after sampling), so frame ``t`` is at ``t / fps`` seconds.
+        fps: Frames per second of ``frames`` (after sampling), so frame ``t`` is at ``t / fps``
+            seconds.
         name: Where it came from (a path, or a synthetic id), for logs.
     """
 
@@ -102,8 +109,9 @@ class Example:
         answer: Ground truth, JSON-serialisable; never shown to the policy.
         task: Name of the task that made it (used in metric names and to find the verifier).
         meta: Anything the verifier needs (permutation, angle, grid size, ...).
-        uid: A stable name of this example set by the data module (seed, split, epoch, index). Sampling
-            noise is derived from it, so rollouts do not depend on how batches are split across ranks.
+        uid: A stable name of this example set by the data module (seed, split, epoch, index).
+            Sampling noise is derived from it, so rollouts do not depend on how batches are split
+            across ranks.
     """
 
     messages: list[dict]
@@ -132,7 +140,8 @@ class Reward:
 
     Attributes:
         total: What GRPO optimises.
-        parts: Named components, e.g. ``{"accuracy": 0.67, "format": 1.0}``; logged per task and part.
+        parts: Named components, e.g. ``{"accuracy": 0.67, "format": 1.0}``; logged per task and
+            part.
     """
 
     total: float
@@ -140,68 +149,83 @@ class Reward:
 
 
 class SelfReward(ABC):
-    """A label-free reward: the completions of each example scored against each other instead of against its
-    answer (implementations and the papers they follow: `tasks.self_rewards`). Set on a task as its
-    ``self_reward`` option; the task still parses and validates every completion."""
+    """A label-free reward: the completions of each example scored against each other instead of
+    against its answer (implementations and the papers they follow: `tasks.self_rewards`). Set on a
+    task as its ``self_reward`` option; the task still parses and validates every completion."""
 
     def check(self, task: Task) -> None:  # noqa: B027  (most self-rewards take any task)
-        """Raise ValueError when ``task`` cannot be rewarded this way (called by the task's ``__init__``)."""
+        """Raise ValueError when ``task`` cannot be rewarded this way (called by the task's
+        ``__init__``)."""
 
     def examples(self, task: Task, item: Any, rng: random.Random) -> list[Example]:
-        """The examples ``task`` makes from ``item`` (one; a pairing reward adds the rewrite it compares)."""
+        """The examples ``task`` makes from ``item`` (one; a pairing reward adds the rewrite it
+        compares)."""
         return [task.make_example(item, rng)]
 
     @abstractmethod
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
-        """One `Reward` per completion of each example, from the completions alone (never raises)."""
+        """One `Reward` per completion of each example, from the completions alone (never
+        raises)."""
 
 
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
-    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in ``parts``
-    (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
+    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in
+    ``parts`` (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`,
+    `answer_text` and `score`.
 
     Args:
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
             (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
-        think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the parser).
+        think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the
+            parser).
         format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
-        repetition_penalty: Subtracted from the total of a completion that repeats a long line (at least
-            `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its answer (Visual
-            Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it when this is > 0.
-        strict_letters: Where the answer is an option letter, only that uppercase letter alone counts (what a
-            strict exact-match harness accepts); False also takes ``b``, ``(B)`` and ``B.``. No effect on
-            answers that are not letters.
+        repetition_penalty: Subtracted from the total of a completion that repeats a long line (at
+            least `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its
+            answer (Visual Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it
+            when this is > 0.
+        strict_letters: Where the answer is an option letter, only that uppercase letter alone
+            counts (what a strict exact-match harness accepts); False also takes ``b``, ``(B)`` and
+            ``B.``. No effect on answers that are not letters.
         self_reward: A label-free reward for training (`tasks.MajorityVote`, `tasks.CoReward`,
-            `tasks.RegionConsistency`): the G completions of an example are rewarded by agreeing with each
-            other, the answer is only read to log the true ``accuracy`` beside it. None rewards against the
-            answer. Held-out examples are always scored against their answers.
+            `tasks.RegionConsistency`): the G completions of an example are rewarded by agreeing
+            with each other, the answer is only read to log the true ``accuracy`` beside it. None
+            rewards against the answer. Held-out examples are always scored against their answers.
     """
 
     name: ClassVar[str]
     modality: ClassVar[str]
     parts: ClassVar[tuple[str, ...]] = ("accuracy",)
-    #: Other items of the same source each example needs (a contrastive negative): with ``partners > 0``
-    #: `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of ``item``. A
-    #: class attribute, or set per instance when options decide it (`tasks.AnomalyGrounding` with ``swap``).
+    #: Other items of the same source each example needs (a contrastive negative): with ``partners >
+    #: 0`` `datamodules.PretextDataModule` passes ``[item, *partners]`` to `make_example` instead of
+    #: ``item``. A class attribute, or set per instance when options decide it
+    #: (`tasks.AnomalyGrounding` with ``swap``).
     partners: int = 0
-    #: Difficulty levels of the pretext benchmark (`zoo pretext-bench`), easiest first: a level name and the
-    #: constructor arguments that set it (jigsaw ``3x3`` is ``rows=3, cols=3``; the others keep their
-    #: defaults), as VideoSSR's VIUBench (arXiv 2511.06281) scores each task at several difficulties.
-    #: ``{"default": {}}`` for a task with no natural difficulty; ``{}`` for one on labelled data that no
-    #: pretext source makes. Every task states its own (a contract test checks).
+    #: Difficulty levels of the pretext benchmark (`zoo pretext-bench`), easiest first: a level name
+    #: and the constructor arguments that set it (jigsaw ``3x3`` is ``rows=3, cols=3``; the others
+    #: keep their defaults), as VideoSSR's VIUBench (arXiv 2511.06281) scores each task at several
+    #: difficulties. ``{"default": {}}`` for a task with no natural difficulty; ``{}`` for one on
+    #: labelled data that no pretext source makes. Every task states its own (a contract test
+    #: checks).
     levels: ClassVar[dict[str, dict]]
 
-    def __init__(self, answer_format: str = "tags", think: bool = False, format_weight: float = 0.0,
-                 repetition_penalty: float = 0.0, strict_letters: bool = False,
-                 self_reward: SelfReward | None = None):
+    def __init__(
+        self,
+        answer_format: str = "tags",
+        think: bool = False,
+        format_weight: float = 0.0,
+        repetition_penalty: float = 0.0,
+        strict_letters: bool = False,
+        self_reward: SelfReward | None = None,
+    ):
         if answer_format not in answers.FORMATS:
             raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
         answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
         if format_weight < 0 or repetition_penalty < 0:
-            raise ValueError(f"format_weight and repetition_penalty must be >= 0, got {format_weight}, "
-                             f"{repetition_penalty}")
+            raise ValueError(
+                f"format_weight and repetition_penalty must be >= 0, got {format_weight}, {repetition_penalty}"
+            )
         self.answer_format = answer_format
         self.think = think
         self.format_weight = format_weight
@@ -213,7 +237,8 @@ class Task(ABC):
 
     @classmethod
     def level_arguments(cls, level: str, **common) -> dict:
-        """The constructor arguments at ``level`` (see `levels`), after ``common`` ones (answer format options)."""
+        """The constructor arguments at ``level`` (see `levels`), after ``common`` ones (answer
+        format options)."""
         if not cls.levels:
             raise KeyError(f"{cls.__name__} has no difficulty levels (it needs labelled data)")
         if level not in cls.levels:
@@ -235,20 +260,21 @@ class Task(ABC):
 
     @abstractmethod
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        """Score a non-empty extracted answer: one value in [0, 1] per name in ``parts``, or None when the
-        answer is not a valid answer of this task at all (it then earns no format reward either)."""
+        """Score a non-empty extracted answer: one value in [0, 1] per name in ``parts``, or None
+        when the answer is not a valid answer of this task at all (it then earns no format reward
+        either)."""
 
     def make_examples(self, item: Any, rng: random.Random) -> list[Example]:
-        """The examples one item makes, trained on in the same batch: `make_example`'s, plus the rewrite a
-        pairing ``self_reward`` asks for (`tasks.CoReward`)."""
+        """The examples one item makes, trained on in the same batch: `make_example`'s, plus the
+        rewrite a pairing ``self_reward`` asks for (`tasks.CoReward`)."""
         if self.self_reward is None:
             return [self.make_example(item, rng)]
         return self.self_reward.examples(self, item, rng)
 
     def verify_group(self, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
-        """Rewards of the completions of each example (``completions[b]`` are example ``b``'s G samples):
-        `verify` for each, or the ``self_reward``, which compares them with each other. Never raises for a
-        completion (`verify` does not)."""
+        """Rewards of the completions of each example (``completions[b]`` are example ``b``'s G
+        samples): `verify` for each, or the ``self_reward``, which compares them with each other.
+        Never raises for a completion (`verify` does not)."""
         if len(examples) != len(completions):
             raise ValueError(f"{len(examples)} examples but {len(completions)} groups of completions")
         if self.self_reward is not None:
@@ -261,26 +287,29 @@ class Task(ABC):
         return answers.wrap(self.answer_text(example), self.answer_format, self.think)
 
     def reasoning(self, example: Example) -> str:
-        """A short templated reasoning that leads to the answer, for demonstrations (`demonstration`); empty
-        when the task states none."""
+        """A short templated reasoning that leads to the answer, for demonstrations
+        (`demonstration`); empty when the task states none."""
         return ""
 
     def demonstration(self, example: Example) -> str:
-        """What an expert writes for ``example`` (an SFT target): `render_answer`, with the task's `reasoning`
-        inside ``<think>`` when the task asks for thinking and states one."""
+        """What an expert writes for ``example`` (an SFT target): `render_answer`, with the task's
+        `reasoning` inside ``<think>`` when the task asks for thinking and states one."""
         reasoning = self.reasoning(example) if self.think else ""
         if not reasoning:
             return self.render_answer(example)
         return f"<think>\n{reasoning}\n</think>\n" + answers.wrap(self.answer_text(example), self.answer_format, False)
 
     def check_answerable(self, example: Example) -> Example:
-        """``example`` if the completion `render_answer` writes for it earns `max_reward`; `SkipItem`
-        otherwise (an option text the answer format cannot carry, a target no valid answer reaches): no
-        completion could get such an example right, so it would only teach noise."""
+        """``example`` if the completion `render_answer` writes for it earns `max_reward`;
+        `SkipItem` otherwise (an option text the answer format cannot carry, a target no valid
+        answer reaches): no completion could get such an example right, so it would only teach
+        noise."""
         earned = self.verify(example, self.render_answer(example)).total
         if not earned >= self.max_reward - 1e-9:
-            raise SkipItem(f"unanswerable: the right answer {self.answer_text(example)[:80]!r} earns {earned:.3g} "
-                           f"of {self.max_reward:.3g}")
+            raise SkipItem(
+                f"unanswerable: the right answer {self.answer_text(example)[:80]!r} earns {earned:.3g} "
+                f"of {self.max_reward:.3g}"
+            )
         return example
 
     def instruction(self) -> str:
@@ -288,13 +317,15 @@ class Task(ABC):
         return answers.instruction(self.answer_format, self.think)
 
     def user_message(self, media: list[dict], question: str) -> list[dict]:
-        """A one-turn conversation: the media parts, then the question and the format instruction."""
+        """A one-turn conversation: the media parts, then the question and the format
+        instruction."""
         text = f"{question}\n{self.instruction()}"
         return [{"role": "user", "content": [*media, {"type": "text", "text": text}]}]
 
     def verify(self, example: Example, completion: str) -> Reward:
-        """Reward a completion. ``format`` is 1 when the completion follows the answer format and states a
-        valid answer (right or wrong). Never raises: a scoring error is logged and earns nothing."""
+        """Reward a completion. ``format`` is 1 when the completion follows the answer format and
+        states a valid answer (right or wrong). Never raises: a scoring error is logged and earns
+        nothing."""
         answer, _ = answers.extract(completion, self.answer_format, self.think)
         scores = None
         if answer is not None:
@@ -311,7 +342,8 @@ class Task(ABC):
         return Reward(total=total, parts=parts)
 
     def total(self, parts: dict[str, float]) -> float:
-        """The reward of scored parts before any repetition penalty: accuracy plus the weighted format."""
+        """The reward of scored parts before any repetition penalty: accuracy plus the weighted
+        format."""
         return parts["accuracy"] + self.format_weight * parts["format"]
 
 
@@ -320,23 +352,27 @@ OrderReward = Literal["exact", "fraction", "footrule"]
 
 
 class OrderTask(Task):
-    """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points) back in order,
-    in the permutation convention of `tasks.answers`, graded by its permutation scores.
+    """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points)
+    back in order, in the permutation convention of `tasks.answers`, graded by its permutation
+    scores.
 
-    Subclasses implement `make_example` (``example.answer`` is the order, from `answers.shuffle_answer`); one
-    that offers lettered options sets ``style`` to ``"choice"``.
+    Subclasses implement `make_example` (``example.answer`` is the order, from
+    `answers.shuffle_answer`); one that offers lettered options sets ``style`` to ``"choice"``.
 
     Args:
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions right) or
-            ``"footrule"`` (1 - normalised Spearman footrule distance). All three are logged.
-        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
+        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions
+            right) or ``"footrule"`` (1 - normalised Spearman footrule distance). All three are
+            logged.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order
+            earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
     #: The graded scores `graded` computes, any of which ``reward`` may pay as the accuracy.
     rewards: ClassVar[tuple[str, ...]] = answers.PERMUTATION_SCORES
-    #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed order.
+    #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed
+    #: order.
     style: str = "order"
 
     def __init__(self, reward: OrderReward = "fraction", partial_credit: float = 1.0, **kwargs):
@@ -351,16 +387,19 @@ class OrderTask(Task):
         return answers.order_answer(example.answer, self.style)
 
     def parse(self, answer: str, k: int) -> list[int] | None:
-        """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for anything else."""
+        """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for
+        anything else."""
         return answers.parse_order(answer, k, self.style, self.strict_letters)
 
     def graded(self, pred: list[int], example: Example) -> dict[str, float]:
-        """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its own)."""
+        """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its
+        own)."""
         return answers.permutation_scores(pred, example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        """The graded scores and, as ``accuracy``, the ``reward`` one, scaled by ``partial_credit`` unless the
-        order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong order)."""
+        """The graded scores and, as ``accuracy``, the ``reward`` one, scaled by ``partial_credit``
+        unless the order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong
+        order)."""
         pred = self.parse(answer, len(example.answer))
         if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
             return None

@@ -1,4 +1,5 @@
-"""Optional dependencies: import them where they are needed, failing with the install line that fixes it."""
+"""Optional dependencies: import them where they are needed, failing with the install line that
+fixes it."""
 
 import importlib
 from types import ModuleType
@@ -15,5 +16,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f'{purpose}: pip install "zoo[{extra}]" (or pip install -e ".[{extra}]" in a '
-                          f"checkout); import failed with: {err}") from err
+        raise ImportError(
+            f'{purpose}: pip install "zoo[{extra}]" (or pip install -e ".[{extra}]" in a '
+            f"checkout); import failed with: {err}"
+        ) from err

@@ -1,7 +1,9 @@
-"""Labelled multiple choice over images, videos or audio (CV-Bench, MMBench, MMAU, R1-AQA), checked strictly.
+"""Labelled multiple choice over images, videos or audio (CV-Bench, MMBench, MMAU, R1-AQA), checked
+strictly.
 
-The answer is the option's letter, or its text exactly (R1-AQA rewards the option text inside ``<answer>``);
-anything that is not one of the options is invalid and earns neither accuracy nor format reward.
+The answer is the option's letter, or its text exactly (R1-AQA rewards the option text inside
+``<answer>``); anything that is not one of the options is invalid and earns neither accuracy nor
+format reward.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ from tasks.video.common import even_frames, video_part
 
 @dataclass
 class Question:
-    """A labelled multiple-choice question about zero or more media items: what `MultipleChoice` consumes.
+    """A labelled multiple-choice question about zero or more media items: what `MultipleChoice`
+    consumes.
 
     Attributes:
         question: The question text (with any hint or context the benchmark gives).
         choices: The options, as text.
         answer: The correct option, one of ``choices``.
-        media: PIL images, `tasks.Video` clips and `tasks.Audio` recordings, shown in this order before the
-            question.
+        media: PIL images, `tasks.Video` clips and `tasks.Audio` recordings, shown in this order
+            before the question.
         name: Where it came from (a file and row), for logs.
         rewrite: An analogical rewording of ``question`` with the same answer, for `tasks.CoReward`
             (``rewrite: item``); empty when the source gives none.
@@ -41,13 +44,14 @@ class Question:
     rewrite: str = ""
 
     def rewritten(self) -> Question | None:
-        """The same question in its rewording (same options, answer and media), or None without one."""
+        """The same question in its rewording (same options, answer and media), or None without
+        one."""
         return replace(self, question=self.rewrite, rewrite="") if self.rewrite.strip() else None
 
 
 def media_part(item: Any) -> dict:
-    """The content part showing one media item: a PIL image, a `tasks.Video` (an even number of frames, >= 2)
-    or a `tasks.Audio`; SkipItem for anything else or an unusable clip."""
+    """The content part showing one media item: a PIL image, a `tasks.Video` (an even number of
+    frames, >= 2) or a `tasks.Audio`; SkipItem for anything else or an unusable clip."""
     if isinstance(item, Image.Image):
         return {"type": "image", "image": item.convert("RGB")}
     if isinstance(item, Video):
@@ -58,18 +62,19 @@ def media_part(item: Any) -> dict:
 
 
 class MultipleChoice(Task):
-    """Ask a labelled multiple-choice question about the item's media and check the chosen option strictly.
+    """Ask a labelled multiple-choice question about the item's media and check the chosen option
+    strictly.
 
-    An answer that is not one of the options (in the form ``labels`` asks for) is invalid: it earns neither
-    accuracy nor format reward. Items with fewer than two distinct options, or whose answer is not one of
-    them, are skipped.
+    An answer that is not one of the options (in the form ``labels`` asks for) is invalid: it earns
+    neither accuracy nor format reward. Items with fewer than two distinct options, or whose answer
+    is not one of them, are skipped.
 
     Args:
-        labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case, ``(B)``
-            and ``B.`` accepted, unless ``strict_letters``). ``"text"``: options listed as a Python-style list,
-            the answer is the option's text exactly (R1-AQA).
-        shuffle_choices: Present the options in a random order (from the example's rng) instead of as stored
-            (benchmarks keep the stored order: ``false``).
+        labels: ``"letters"``: options listed as ``A) ...`` lines, the answer is a letter (any case,
+            ``(B)`` and ``B.`` accepted, unless ``strict_letters``). ``"text"``: options listed as a
+            Python-style list, the answer is the option's text exactly (R1-AQA).
+        shuffle_choices: Present the options in a random order (from the example's rng) instead of
+            as stored (benchmarks keep the stored order: ``false``).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -89,11 +94,14 @@ class MultipleChoice(Task):
         return [media_part(m) for m in item.media]
 
     def make_example(self, item: Question, rng: random.Random) -> Example:
-        # stripped: an extracted answer is, so an option with a space around it could never be chosen by text
+        # stripped: an extracted answer is, so an option with a space around it could never be
+        # chosen by text
         choices, answer = [str(c).strip() for c in item.choices], str(item.answer).strip()
         if len(choices) < 2 or len(set(choices)) != len(choices) or answer not in choices:
-            raise SkipItem(f"{_name(item)}: need >= 2 distinct choices containing the answer, got {choices} with "
-                           f"answer {item.answer!r}")
+            raise SkipItem(
+                f"{_name(item)}: need >= 2 distinct choices containing the answer, got {choices} with "
+                f"answer {item.answer!r}"
+            )
         if self.labels == "letters" and len(choices) > 26:
             raise SkipItem(f"{_name(item)}: {len(choices)} choices, more than letters A-Z")
         media = self.media(item)

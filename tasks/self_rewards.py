@@ -1,14 +1,16 @@
-"""Label-free self-rewards (`tasks.SelfReward`), set on any task as its ``self_reward`` option: the G
-completions of an example are rewarded by agreeing with each other, never with the hidden answer.
+"""Label-free self-rewards (`tasks.SelfReward`), set on any task as its ``self_reward`` option: the
+G completions of an example are rewarded by agreeing with each other, never with the hidden answer.
 
 - `MajorityVote`: the most common valid answer is the pseudo-label (TTRL, arXiv 2504.16084).
-- `CoReward`: each question is trained beside an analogical rewrite with the same answer; each is rewarded by
-  agreeing with the other's majority (Co-Reward, arXiv 2508.00410, tmlr-group/Co-Reward).
-- `RegionConsistency`: grounding predictions vote on a pixel grid; each earns its region's mean vote over the
-  peak (GUI-RCPO, ZJU-REAL/GUI-RCPO ``voting_reward``).
+- `CoReward`: each question is trained beside an analogical rewrite with the same answer; each is
+  rewarded by agreeing with the other's majority (Co-Reward, arXiv 2508.00410,
+  tmlr-group/Co-Reward).
+- `RegionConsistency`: grounding predictions vote on a pixel grid; each earns its region's mean vote
+  over the peak (GUI-RCPO, ZJU-REAL/GUI-RCPO ``voting_reward``).
 
-The task still parses every completion (an invalid one never votes and earns nothing) and scores it against
-the answer for the log: ``accuracy`` (and ``iou``, ...) stay the true values, ``agreement`` is what is paid.
+The task still parses every completion (an invalid one never votes and earns nothing) and scores it
+against the answer for the log: ``accuracy`` (and ``iou``, ...) stay the true values, ``agreement``
+is what is paid.
 """
 
 from __future__ import annotations
@@ -27,28 +29,32 @@ from PIL import Image
 from tasks import answers
 from tasks.base import Example, Reward, SelfReward, SkipItem, Task
 
-#: ``Example.meta`` key marking the two halves of a Co-Reward pair: ``"question"``, then its ``"rewrite"``.
+#: ``Example.meta`` key marking the two halves of a Co-Reward pair: ``"question"``, then its
+#: ``"rewrite"``.
 ROLE_KEY = "co_reward"
 
 
 def canonical(answer: str) -> str:
-    """An answer's ballot: case, spaces, brackets and a final full stop do not make two answers differ."""
+    """An answer's ballot: case, spaces, brackets and a final full stop do not make two answers
+    differ."""
     return re.sub(r"[\s()\[\]{}]", "", answer).rstrip(".").casefold()
 
 
 def ballots(task: Task, example: Example, group: list[str]) -> tuple[list[Reward], list[str | None]]:
-    """The true reward of each completion (for the log) and its ballot: None unless the task finds a valid
-    answer in it (the format requirement: malformed and invalid answers never vote)."""
+    """The true reward of each completion (for the log) and its ballot: None unless the task finds a
+    valid answer in it (the format requirement: malformed and invalid answers never vote)."""
     truths = [task.verify(example, text) for text in group]
-    keys = [canonical(answers.extract(text, task.answer_format, task.think)[0]) if truth.parts["format"] else None
-            for text, truth in zip(group, truths, strict=True)]
+    keys = [
+        canonical(answers.extract(text, task.answer_format, task.think)[0]) if truth.parts["format"] else None
+        for text, truth in zip(group, truths, strict=True)
+    ]
     return truths, keys
 
 
 def winner(keys: list[str | None], min_ratio: float) -> tuple[str | None, float]:
-    """The majority ballot and its share of all completions (invalid ones count against it); None (abstain)
-    when nothing valid was said, when two answers tie for the most votes, or when the share is below
-    ``min_ratio``."""
+    """The majority ballot and its share of all completions (invalid ones count against it); None
+    (abstain) when nothing valid was said, when two answers tie for the most votes, or when the
+    share is below ``min_ratio``."""
     votes = Counter(k for k in keys if k is not None).most_common(2)
     if not votes:
         return None, 0.0
@@ -58,8 +64,8 @@ def winner(keys: list[str | None], min_ratio: float) -> tuple[str | None, float]
 
 
 def paid(task: Task, truth: Reward, agreement: float, **logged: float) -> Reward:
-    """A completion's self-reward: ``agreement`` plus the task's format weight and repetition penalty, with
-    the true parts kept for the log beside ``agreement`` and the ``logged`` extras."""
+    """A completion's self-reward: ``agreement`` plus the task's format weight and repetition
+    penalty, with the true parts kept for the log beside ``agreement`` and the ``logged`` extras."""
     total = agreement + task.format_weight * truth.parts["format"]
     total -= task.repetition_penalty * truth.parts.get("repetition", 0.0)
     return Reward(total=total, parts={**truth.parts, "agreement": agreement, **logged})
@@ -71,31 +77,34 @@ def _check_ratios(min_ratio: float, max_label_share: float) -> None:
 
 
 def unshared(labels: list[tuple[str | None, float]], max_label_share: float) -> list[tuple[str | None, float]]:
-    """``labels`` (pseudo-label, share) of a batch's groups, with None for every label that more than one group
-    and more than ``max_label_share`` of them elected: one answer for most questions is the collapse, not a
-    consensus."""
+    """``labels`` (pseudo-label, share) of a batch's groups, with None for every label that more
+    than one group and more than ``max_label_share`` of them elected: one answer for most questions
+    is the collapse, not a consensus."""
     common = Counter(label for label, _ in labels if label is not None)
     limit = max_label_share * len(labels)
-    return [(None if label is not None and common[label] > 1 and common[label] > limit else label, share)
-            for label, share in labels]
+    return [
+        (None if label is not None and common[label] > 1 and common[label] > limit else label, share)
+        for label, share in labels
+    ]
 
 
 class MajorityVote(SelfReward):
-    """TTRL's majority-vote pseudo-label: the most common valid answer among an example's G completions is
-    taken as right; a completion earns 1 when its answer is it, 0 otherwise.
+    """TTRL's majority-vote pseudo-label: the most common valid answer among an example's G
+    completions is taken as right; a completion earns 1 when its answer is it, 0 otherwise.
 
-    Collapse guards (a self-reward is maximised by agreeing on anything): only valid answers vote (the
-    format requirement), a tie abstains, ``min_ratio`` abstains on weak majorities, and ``max_label_share``
-    abstains when one answer wins most questions of a batch (the trivial-answer collapse Co-Reward reports
-    for majority voting). An abstaining group earns only its format reward. Logged beside the true parts:
-    ``majority`` (the winning share), ``abstained`` and ``label_accuracy`` (the true accuracy of the
-    pseudo-label, for groups that did not abstain).
+    Collapse guards (a self-reward is maximised by agreeing on anything): only valid answers vote
+    (the format requirement), a tie abstains, ``min_ratio`` abstains on weak majorities, and
+    ``max_label_share`` abstains when one answer wins most questions of a batch (the trivial-answer
+    collapse Co-Reward reports for majority voting). An abstaining group earns only its format
+    reward. Logged beside the true parts: ``majority`` (the winning share), ``abstained`` and
+    ``label_accuracy`` (the true accuracy of the pseudo-label, for groups that did not abstain).
 
     Args:
-        min_ratio: Least share of the G completions the majority answer must hold (TTRL: 0, any plurality).
-        max_label_share: Most share of a batch's questions (of one task) one answer may win; above it those
-            groups abstain. 1 disables the guard; it needs answers that mean the same across questions
-            (letters, yes/no, counts).
+        min_ratio: Least share of the G completions the majority answer must hold (TTRL: 0, any
+            plurality).
+        max_label_share: Most share of a batch's questions (of one task) one answer may win; above
+            it those groups abstain. 1 disables the guard; it needs answers that mean the same
+            across questions (letters, yes/no, counts).
     """
 
     def __init__(self, min_ratio: float = 0.0, max_label_share: float = 1.0):
@@ -108,44 +117,59 @@ class MajorityVote(SelfReward):
         return [_agreements(task, group, group, *label) for group, label in zip(cast, labels, strict=True)]
 
 
-def _agreements(task: Task, cast: tuple[list[Reward], list[str | None]], voters: tuple[list[Reward], list],
-                label: str | None, share: float) -> list[Reward]:
-    """Rewards of one group (its true rewards and ballots, ``cast``) against the pseudo-``label`` that the
-    ``voters`` group elected (None: abstain); ``label_accuracy`` is the truth of that label."""
+def _agreements(
+    task: Task,
+    cast: tuple[list[Reward], list[str | None]],
+    voters: tuple[list[Reward], list],
+    label: str | None,
+    share: float,
+) -> list[Reward]:
+    """Rewards of one group (its true rewards and ballots, ``cast``) against the pseudo-``label``
+    that the ``voters`` group elected (None: abstain); ``label_accuracy`` is the truth of that
+    label."""
     logged = {"majority": share, "abstained": float(label is None)}
     if label is not None:
         logged["label_accuracy"] = next(t.parts["accuracy"] for t, k in zip(*voters, strict=True) if k == label)
     truths, keys = cast
-    return [paid(task, truth, float(label is not None and key == label), **logged)
-            for truth, key in zip(truths, keys, strict=True)]
+    return [
+        paid(task, truth, float(label is not None and key == label), **logged)
+        for truth, key in zip(truths, keys, strict=True)
+    ]
 
 
 class CoReward(SelfReward):
-    """Co-Reward's cross-question agreement: each question is trained in the same batch as an analogical
-    rewrite with the same answer, and the completions of each are rewarded by agreeing with the majority
-    answer of the other's completions (the data module's batches then hold ``batch_size`` questions and
-    their rewrites). Agreeing on a trivial answer no longer pays unless both phrasings reach it, which is
-    how the paper resists the collapse of plain majority voting.
+    """Co-Reward's cross-question agreement: each question is trained in the same batch as an
+    analogical rewrite with the same answer, and the completions of each are rewarded by agreeing
+    with the majority answer of the other's completions (the data module's batches then hold
+    ``batch_size`` questions and their rewrites). Agreeing on a trivial answer no longer pays unless
+    both phrasings reach it, which is how the paper resists the collapse of plain majority voting.
 
-    Guards beyond the paper's (which takes any plurality, ties by first seen): only valid answers vote, a
-    tie abstains, ``min_ratio`` abstains on weak majorities and ``max_label_share`` on an answer that wins
-    most questions of the batch (a constant answer agrees across any rewrite). Logged as for `MajorityVote`,
-    with ``majority`` and ``label_accuracy`` those of the other question's pseudo-label.
+    Guards beyond the paper's (which takes any plurality, ties by first seen): only valid answers
+    vote, a tie abstains, ``min_ratio`` abstains on weak majorities and ``max_label_share`` on an
+    answer that wins most questions of the batch (a constant answer agrees across any rewrite).
+    Logged as for `MajorityVote`, with ``majority`` and ``label_accuracy`` those of the other
+    question's pseudo-label.
 
     Args:
-        rewrite: Where the rewrite comes from. ``"photometric"`` (given by the task): the same example with its
-            images, frames and sounds jittered in brightness, contrast and colour (or gain) by up to
-            ``strength``; every pretext task whose answer is geometric or temporal keeps its answer.
-            ``"item"`` (given by the source): the item's ``rewritten()`` (a `tasks.Question` with a
-            ``rewrite`` text), made into an example with the same random draws; items without one are skipped.
+        rewrite: Where the rewrite comes from. ``"photometric"`` (given by the task): the same
+            example with its images, frames and sounds jittered in brightness, contrast and colour
+            (or gain) by up to ``strength``; every pretext task whose answer is geometric or
+            temporal keeps its answer. ``"item"`` (given by the source): the item's ``rewritten()``
+            (a `tasks.Question` with a ``rewrite`` text), made into an example with the same random
+            draws; items without one are skipped.
         strength: Largest relative change of a photometric rewrite.
         min_ratio: Least share of the other question's completions its majority must hold.
-        max_label_share: Most share of a batch's questions and rewrites (of one task) one pseudo-label may
-            be elected by; 1 disables the guard (as in the paper).
+        max_label_share: Most share of a batch's questions and rewrites (of one task) one
+            pseudo-label may be elected by; 1 disables the guard (as in the paper).
     """
 
-    def __init__(self, rewrite: Literal["photometric", "item"] = "photometric", strength: float = 0.3,
-                 min_ratio: float = 0.0, max_label_share: float = 1.0):
+    def __init__(
+        self,
+        rewrite: Literal["photometric", "item"] = "photometric",
+        strength: float = 0.3,
+        min_ratio: float = 0.0,
+        max_label_share: float = 1.0,
+    ):
         if rewrite not in ("photometric", "item"):
             raise ValueError(f"rewrite must be 'photometric' or 'item', got {rewrite!r}")
         if not 0 < strength < 1:
@@ -172,8 +196,10 @@ class CoReward(SelfReward):
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
         roles = [example.meta.get(ROLE_KEY) for example in examples]
         if len(examples) % 2 or roles != ["question", "rewrite"] * (len(examples) // 2):
-            raise ValueError(f"CoReward on {task.name!r} needs each question followed by its rewrite (the "
-                             f"examples the task's make_examples makes); got roles {roles[:6]}")
+            raise ValueError(
+                f"CoReward on {task.name!r} needs each question followed by its rewrite (the "
+                f"examples the task's make_examples makes); got roles {roles[:6]}"
+            )
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
         voters = [cast[b ^ 1] for b in range(len(cast))]  # a question's voters are its rewrite's, and back
         labels = unshared([winner(keys, self.min_ratio) for _, keys in voters], self.max_label_share)
@@ -182,9 +208,9 @@ class CoReward(SelfReward):
 
 
 def photometric(example: Example, rng: random.Random, strength: float) -> Example:
-    """A copy of ``example`` whose images and video frames are jittered in brightness, contrast and saturation
-    and whose sounds in gain (each by a factor in ``[1 - strength, 1 + strength]`` from ``rng``, the same for
-    every frame); SkipItem when it shows none of them."""
+    """A copy of ``example`` whose images and video frames are jittered in brightness, contrast and
+    saturation and whose sounds in gain (each by a factor in ``[1 - strength, 1 + strength]`` from
+    ``rng``, the same for every frame); SkipItem when it shows none of them."""
     factors = [rng.uniform(1 - strength, 1 + strength) for _ in range(3)]
     messages, changed = [], 0
     for message in example.messages:
@@ -224,33 +250,40 @@ def _jitter(pixels: np.ndarray, factors: list[float]) -> np.ndarray:
 
 class RegionConsistency(SelfReward):
     """GUI-RCPO's region-consistency reward for grounding (a task with a ``region`` method:
-    `tasks.GUIGrounding`, `tasks.ReferringGrounding`): every valid prediction of an example adds one vote to
-    each pixel of its region (a click point becomes a square of half side ``point_size``) on a grid the size
-    of the answer space; a prediction earns the mean vote over its region divided by the highest vote of the
-    grid, 1 when it lies wholly in the consensus region (GUI-RC's answer at test time).
+    `tasks.GUIGrounding`, `tasks.ReferringGrounding`): every valid prediction of an example adds one
+    vote to each pixel of its region (a click point becomes a square of half side ``point_size``) on
+    a grid the size of the answer space; a prediction earns the mean vote over its region divided by
+    the highest vote of the grid, 1 when it lies wholly in the consensus region (GUI-RC's answer at
+    test time).
 
-    Guards: invalid predictions neither vote nor earn; a region larger than ``max_area`` of the grid earns 0
-    and does not vote (covering the whole screen would otherwise agree with everything); and a group whose
-    peak holds fewer than ``min_votes`` predictions abstains (nothing overlaps: no consensus to learn from).
-    Logged beside the true parts: ``consensus`` (the peak's share of the G predictions) and ``abstained``.
+    Guards: invalid predictions neither vote nor earn; a region larger than ``max_area`` of the grid
+        earns 0
+    and does not vote (covering the whole screen would otherwise agree with everything); and a group
+    whose peak holds fewer than ``min_votes`` predictions abstains (nothing overlaps: no consensus
+    to learn from). Logged beside the true parts: ``consensus`` (the peak's share of the G
+    predictions) and ``abstained``.
 
     Args:
-        point_size: Half side, in answer coordinates, of the square a predicted point votes for (GUI-RCPO's
-            ``point_expand_size``: 10).
+        point_size: Half side, in answer coordinates, of the square a predicted point votes for
+            (GUI-RCPO's ``point_expand_size``: 10).
         max_area: Largest share of the grid one predicted region may cover and still vote.
         min_votes: Fewest predictions the peak must hold (1 never abstains, as in the paper).
     """
 
     def __init__(self, point_size: int = 10, max_area: float = 1.0, min_votes: int = 1):
         if point_size < 1 or min_votes < 1 or not 0 < max_area <= 1:
-            raise ValueError(f"need point_size >= 1, min_votes >= 1 and max_area in (0, 1], got {point_size}, "
-                             f"{min_votes}, {max_area}")
+            raise ValueError(
+                f"need point_size >= 1, min_votes >= 1 and max_area in (0, 1], got {point_size}, "
+                f"{min_votes}, {max_area}"
+            )
         self.point_size, self.max_area, self.min_votes = point_size, max_area, min_votes
 
     def check(self, task: Task) -> None:
         if not all(callable(getattr(task, name, None)) for name in ("region", "bounds")):
-            raise ValueError(f"RegionConsistency needs a grounding task with region and bounds methods "
-                             f"(GUIGrounding, ReferringGrounding); {type(task).__name__} has none")
+            raise ValueError(
+                f"RegionConsistency needs a grounding task with region and bounds methods "
+                f"(GUIGrounding, ReferringGrounding); {type(task).__name__} has none"
+            )
 
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
         return [self._group(task, example, group) for example, group in zip(examples, completions, strict=True)]
@@ -258,28 +291,31 @@ class RegionConsistency(SelfReward):
     def _group(self, task: Task, example: Example, group: list[str]) -> list[Reward]:
         truths = [task.verify(example, text) for text in group]
         width, height = task.bounds(example)
-        boxes = [self._cells(task, example, text, width, height) if truth.parts["format"] else None
-                 for text, truth in zip(group, truths, strict=True)]
+        boxes = [
+            self._cells(task, example, text, width, height) if truth.parts["format"] else None
+            for text, truth in zip(group, truths, strict=True)
+        ]
         grid = np.zeros((height, width), np.int32)  # [H, W] votes
         for box in filter(None, boxes):
-            grid[box[1]:box[3], box[0]:box[2]] += 1
+            grid[box[1] : box[3], box[0] : box[2]] += 1
         peak = int(grid.max())
         abstain = peak < self.min_votes
         logged = {"consensus": peak / len(group), "abstained": float(abstain)}
-        return [paid(task, truth, 0.0 if abstain or box is None else _density(grid, box, peak), **logged)
-                for truth, box in zip(truths, boxes, strict=True)]
+        return [
+            paid(task, truth, 0.0 if abstain or box is None else _density(grid, box, peak), **logged)
+            for truth, box in zip(truths, boxes, strict=True)
+        ]
 
     def _cells(self, task: Task, example: Example, text: str, width: int, height: int) -> tuple | None:
-        """The grid cells ``(x1, y1, x2, y2)`` (end exclusive) a completion's region covers, or None when it
-        covers none or more than ``max_area`` of the grid."""
+        """The grid cells ``(x1, y1, x2, y2)`` (end exclusive) a completion's region covers, or None
+        when it covers none or more than ``max_area`` of the grid."""
         region = task.region(example, answers.extract(text, task.answer_format, task.think)[0])
         if region is None:
             return None
         x1, y1, x2, y2 = region
         if x1 == x2 and y1 == y2:  # a point: the square around it
             x1, y1, x2, y2 = x1 - self.point_size, y1 - self.point_size, x2 + self.point_size, y2 + self.point_size
-        cells = (max(0, math.floor(x1)), max(0, math.floor(y1)), min(width, math.ceil(x2)),
-                 min(height, math.ceil(y2)))
+        cells = (max(0, math.floor(x1)), max(0, math.floor(y1)), min(width, math.ceil(x2)), min(height, math.ceil(y2)))
         area = (cells[2] - cells[0]) * (cells[3] - cells[1])
         if cells[2] <= cells[0] or cells[3] <= cells[1] or area > self.max_area * width * height:
             return None

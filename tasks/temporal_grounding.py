@@ -1,7 +1,8 @@
-"""Temporal grounding (Charades-STA style): a video and a sentence in, the moment's start and end seconds out.
+"""Temporal grounding (Charades-STA style): a video and a sentence in, the moment's start and end
+seconds out.
 
-The answer is ``start-end`` in seconds (``3.5-6.0``); the reward is the temporal IoU (`tasks.answers`),
-``accuracy`` is IoU >= ``threshold`` (R@1, IoU=0.5 by default).
+The answer is ``start-end`` in seconds (``3.5-6.0``); the reward is the temporal IoU
+(`tasks.answers`), ``accuracy`` is IoU >= ``threshold`` (R@1, IoU=0.5 by default).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from tasks.video.common import even_frames, video_part
 
 @dataclass
 class Moments:
-    """A video with one or more sentences and the moment each describes: what `TemporalGrounding` consumes
-    (benchmark sources give one sentence per item, so each is evaluated once).
+    """A video with one or more sentences and the moment each describes: what `TemporalGrounding`
+    consumes (benchmark sources give one sentence per item, so each is evaluated once).
 
     Attributes:
-        video: The whole video, its frames sampled from the start (frame ``t`` at ``t / fps`` seconds).
+        video: The whole video, its frames sampled from the start (frame ``t`` at ``t / fps``
+            seconds).
         targets: ``(sentence, [start, end])`` pairs in seconds from the start of the video.
         name: Where it came from (a file and row), for logs.
     """
@@ -32,10 +34,12 @@ class Moments:
 
 
 class TemporalGrounding(IoUTask):
-    """Show a video and one sentence (drawn by the rng among the item's targets); ask when it happens.
+    """Show a video and one sentence (drawn by the rng among the item's targets); ask when it
+    happens.
 
     Args:
-        threshold: Temporal IoU at which an answer counts as correct (``accuracy``); the reward is the IoU.
+        threshold: Temporal IoU at which an answer counts as correct (``accuracy``); the reward is
+            the IoU.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -49,8 +53,10 @@ class TemporalGrounding(IoUTask):
         sentence, (start, end) = rng.choice(item.targets)
         frames = even_frames(item.video, 2)
         duration = len(frames) / item.video.fps
-        question = (f'This video lasts {duration:.1f} seconds. When does "{sentence.strip()}" happen? Give its '
-                    "start and end in seconds as start-end, for example 3.5-6.0.")
+        question = (
+            f'This video lasts {duration:.1f} seconds. When does "{sentence.strip()}" happen? Give its '
+            "start and end in seconds as start-end, for example 3.5-6.0."
+        )
         meta = {"sentence": sentence, "duration": duration}
         media = [video_part(frames, item.video.fps)]
         return Example(self.user_message(media, question), [float(start), float(end)], self.name, meta)

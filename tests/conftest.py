@@ -14,8 +14,11 @@ _connect = socket.socket.connect
 def _local_only(sock, address):
     """Tests never reach the network: only loopback (DDP rendezvous) and Unix sockets connect."""
     host = address[0] if isinstance(address, tuple) else None
-    if host is not None and host not in ("localhost", "127.0.0.1", "::1", "0.0.0.0") \
-            and not str(host).startswith("127."):
+    if (
+        host is not None
+        and host not in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+        and not str(host).startswith("127.")
+    ):
         raise ConnectionRefusedError(f"tests may not open network connections (to {address!r})")
     return _connect(sock, address)
 

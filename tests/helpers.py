@@ -9,13 +9,14 @@ from tasks.discovery import discover as discover_in
 
 
 def discover(package, base):
-    """Import every module under ``package``; return the concrete subclasses of ``base`` defined in it
-    (test-local subclasses elsewhere are left out), sorted by import path."""
+    """Import every module under ``package``; return the concrete subclasses of ``base`` defined in
+    it (test-local subclasses elsewhere are left out), sorted by import path."""
     return discover_in(package.__name__, base)
 
 
 class LoudOrQuiet(Task):
-    """Hear a clip and see a bar whose height is its loudness; answer whether the two agree (audio + image)."""
+    """Hear a clip and see a bar whose height is its loudness; answer whether the two agree (audio +
+    image)."""
 
     name = "loud_or_quiet"
     modality = "audio"
@@ -26,7 +27,7 @@ class LoudOrQuiet(Task):
         loud = np.abs(wave).max() > 0.2
         height = 50 if loud == agree else 20  # a tall bar says "loud"
         bar = np.zeros((56, 56, 3), np.uint8)
-        bar[56 - height:, 20:36] = 255
+        bar[56 - height :, 20:36] = 255
         media = [audio_part(wave, item.sampling_rate), {"type": "image", "image": Image.fromarray(bar)}]
         question = f"Does the bar show how loud the sound is?\n{answers.choice_prompt(['yes', 'no'])}"
         return Example(self.user_message(media, question), "yes" if agree else "no", self.name)
@@ -58,7 +59,7 @@ def make_item(modality: str, seed: int = 0):
         for i in range(t):
             frames[i] = np.stack([x * 255 // w, y * 255 // h, np.full_like(x, 40 + 8 * i)], -1)
             left = 2 + 3 * i
-            frames[i, 16:32, left:left + 12] = (255, 255, 0)
+            frames[i, 16:32, left : left + 12] = (255, 255, 0)
         frames = frames + rng.integers(0, 6, frames.shape, dtype=np.uint8)
         return Video(frames=frames, fps=4.0, name=f"sample-video-{seed}")
     if modality == "rgbd":
@@ -71,8 +72,12 @@ def make_item(modality: str, seed: int = 0):
         # a yellow agent one cell right of where it was, on a noisy gradient
         frames = [_gradient(48, 48, rng) for _ in range(2)]
         frames[0][16:28, 8:20] = frames[1][16:28, 20:32] = (255, 220, 0)
-        return FramePair(*map(Image.fromarray, frames), "right", ("up", "down", "left", "right", "stay"),
-                         name=f"sample-frame-pair-{seed}")
+        return FramePair(
+            *map(Image.fromarray, frames),
+            "right",
+            ("up", "down", "left", "right", "stay"),
+            name=f"sample-frame-pair-{seed}",
+        )
     if modality == "point_cloud":
         from datamodules.sources.synthetic_points import make_object
         from tasks import PointCloud
@@ -91,33 +96,44 @@ def make_item(modality: str, seed: int = 0):
     if modality == "audio_qa":
         from tasks import AudioQA
 
-        return AudioQA(make_item("audio", seed), "What do you hear?", ["a chirp", "a dog", "speech", "rain"],
-                       "a chirp")
+        return AudioQA(make_item("audio", seed), "What do you hear?", ["a chirp", "a dog", "speech", "rain"], "a chirp")
     if modality == "mcq":
         from tasks import Question
 
-        return Question("Which way does the colour get brighter?", ["left", "right", "up", "down"], "right",
-                        [make_item("image", seed)], name=f"sample-question-{seed}")
+        return Question(
+            "Which way does the colour get brighter?",
+            ["left", "right", "up", "down"],
+            "right",
+            [make_item("image", seed)],
+            name=f"sample-question-{seed}",
+        )
     if modality == "referring":
         from tasks import Referring
 
         # three disjoint boxes of the 112 x 84 image (any two have IoU 0)
-        targets = [("the left part", [0, 0, 40, 84]), ("the top right corner", [56, 0, 112, 40]),
-                   ("the bottom right corner", [60, 44, 112, 84])]
+        targets = [
+            ("the left part", [0, 0, 40, 84]),
+            ("the top right corner", [56, 0, 112, 40]),
+            ("the bottom right corner", [60, 44, 112, 84]),
+        ]
         return Referring(make_item("image", seed), targets, name=f"sample-referring-{seed}")
     if modality == "moments":
         from tasks import Moments
 
         # the 4 s sample video: three disjoint moments
-        targets = [("the square enters", [0.0, 1.0]), ("the square crosses the middle", [1.5, 2.5]),
-                   ("the square nears the right edge", [3.0, 4.0])]
+        targets = [
+            ("the square enters", [0.0, 1.0]),
+            ("the square crosses the middle", [1.5, 2.5]),
+            ("the square nears the right edge", [3.0, 4.0]),
+        ]
         return Moments(make_item("video", seed), targets, name=f"sample-moments-{seed}")
     return _source_item(modality, seed)
 
 
 def _source_item(modality: str, seed: int):
-    """An item of a modality with no sample above: from a source of that modality that builds with no
-    arguments (a synthetic one), so a new modality's tasks get the contract tests with its source."""
+    """An item of a modality with no sample above: from a source of that modality that builds with
+    no arguments (a synthetic one), so a new modality's tasks get the contract tests with its
+    source."""
     import datamodules
     from datamodules.sources.base import Source
     from tasks.discovery import discover
@@ -133,8 +149,9 @@ def _source_item(modality: str, seed: int):
 
 
 def _rgbd_item(rng, seed):
-    """A 128x96 view of a room, analytic: floor 0.6 m below the camera, a wall 6 m ahead, five upright panels
-    facing the camera at 1.5 to 5 m, and a hole of invalid depth (NaN) in a top corner."""
+    """A 128x96 view of a room, analytic: floor 0.6 m below the camera, a wall 6 m ahead, five
+    upright panels facing the camera at 1.5 to 5 m, and a hole of invalid depth (NaN) in a top
+    corner."""
     from tasks import RGBD
 
     h, w, f = 96, 128, 90.0
@@ -145,9 +162,13 @@ def _rgbd_item(rng, seed):
     depth = np.minimum(floor, 6.0)
     rgb = np.where((depth < 6.0)[..., None], [150, 120, 90], [200, 200, 210]).astype(np.float64)
     rgb += 40 * ((np.floor(u / 16) + np.floor(v / 16)) % 2)[..., None] * (depth < 6.0)[..., None]
-    panels = [((8, 40, 40, 90), 1.5, (40, 90, 200)), ((48, 76, 30, 70), 2.3, (60, 170, 60)),
-              ((84, 120, 20, 60), 3.0, (220, 60, 40)), ((30, 70, 8, 36), 4.0, (230, 200, 40)),
-              ((96, 124, 2, 18), 5.0, (150, 60, 160))]
+    panels = [
+        ((8, 40, 40, 90), 1.5, (40, 90, 200)),
+        ((48, 76, 30, 70), 2.3, (60, 170, 60)),
+        ((84, 120, 20, 60), 3.0, (220, 60, 40)),
+        ((30, 70, 8, 36), 4.0, (230, 200, 40)),
+        ((96, 124, 2, 18), 5.0, (150, 60, 160)),
+    ]
     for (left, right, top, bottom), z, colour in panels:
         panel = (u >= left) & (u < right) & (v >= top) & (v < bottom) & (depth > z)
         depth[panel], rgb[panel] = z, colour
@@ -157,14 +178,19 @@ def _rgbd_item(rng, seed):
 
 
 SAMPLE_NODES = [  # (bounds, text, kind): a mail app; "Send" is a small button inside the bottom bar
-    ((0, 0, 120, 200), "", "screen"), ((0, 0, 120, 30), "Inbox", "app_bar"), ((0, 40, 120, 160), "", "list"),
-    ((0, 40, 120, 80), "Alice", "row"), ((0, 80, 120, 120), "Bob", "row"), ((0, 160, 120, 200), "", "bar"),
+    ((0, 0, 120, 200), "", "screen"),
+    ((0, 0, 120, 30), "Inbox", "app_bar"),
+    ((0, 40, 120, 160), "", "list"),
+    ((0, 40, 120, 80), "Alice", "row"),
+    ((0, 80, 120, 120), "Bob", "row"),
+    ((0, 160, 120, 200), "", "bar"),
     ((80, 170, 110, 190), "Send", "button"),
 ]
 
 
 def sample_transition(rng=None, action=None, nodes=True):
-    """A 120 x 200 mail screen, a click on its "Send" button (or ``action``), and the screen after it."""
+    """A 120 x 200 mail screen, a click on its "Send" button (or ``action``), and the screen after
+    it."""
     from tasks import GUITransition, Node
 
     rng = rng or np.random.default_rng(0)
@@ -174,8 +200,13 @@ def sample_transition(rng=None, action=None, nodes=True):
     after = before.copy()
     after[30:40] = (0, 160, 0)  # a "sent" banner
     tree = [Node(*node) for node in SAMPLE_NODES] if nodes else None
-    return GUITransition(Image.fromarray(before), Image.fromarray(after), action or {"action": "click", "x": 95,
-                         "y": 180}, tree, name="sample-transition")
+    return GUITransition(
+        Image.fromarray(before),
+        Image.fromarray(after),
+        action or {"action": "click", "x": 95, "y": 180},
+        tree,
+        name="sample-transition",
+    )
 
 
 def _gradient(h, w, rng):
@@ -185,8 +216,9 @@ def _gradient(h, w, rng):
 
 
 def grpo_fit(policy, data, steps: int = 2, **grpo):
-    """``steps`` GRPO steps of ``policy`` on ``data`` then one validation, at tiny settings (G=2, 4 new
-    tokens; ``grpo`` overrides); checks every step ran with a finite loss and returns the trainer."""
+    """``steps`` GRPO steps of ``policy`` on ``data`` then one validation, at tiny settings (G=2, 4
+    new tokens; ``grpo`` overrides); checks every step ran with a finite loss and returns the
+    trainer."""
     import torch
     from lightning.pytorch import Trainer
 
@@ -194,9 +226,18 @@ def grpo_fit(policy, data, steps: int = 2, **grpo):
     from zoo import GRPOStrategy
 
     strategy = GRPOStrategy(**dict(num_generations=2, max_new_tokens=4) | grpo)
-    trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)],
-                      num_sanity_val_steps=0, val_check_interval=steps, check_val_every_n_epoch=None)
+    trainer = Trainer(
+        max_steps=steps,
+        strategy=strategy,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[GRPOMetrics(summary=False)],
+        num_sanity_val_steps=0,
+        val_check_interval=steps,
+        check_val_every_n_epoch=None,
+    )
     trainer.fit(policy, data)
     assert trainer.global_step == steps and torch.isfinite(trainer.callback_metrics["train/grpo/loss"])
     return trainer

@@ -1,5 +1,5 @@
-"""The project's import graph, read from the source (every ``import`` statement, at any depth of a module), for
-the layering tests: which module imports which, and the cycles in it."""
+"""The project's import graph, read from the source (every ``import`` statement, at any depth of a
+module), for the layering tests: which module imports which, and the cycles in it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from pathlib import Path
 
 
 def module_name(root: Path, path: Path) -> str:
-    """``zoo/grpo/strategy.py`` -> ``zoo.grpo.strategy``; a package's ``__init__.py`` is the package."""
+    """``zoo/grpo/strategy.py`` -> ``zoo.grpo.strategy``; a package's ``__init__.py`` is the
+    package."""
     return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
 def imported_names(tree: ast.Module, package: str) -> list[str]:
-    """Dotted names an ``import`` statement of the module may mean (``from a import b``: ``a`` and ``a.b``)."""
+    """Dotted names an ``import`` statement of the module may mean (``from a import b``: ``a`` and
+    ``a.b``)."""
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -28,8 +30,9 @@ def imported_names(tree: ast.Module, package: str) -> list[str]:
 
 
 def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
-    """Module -> the project modules it imports. An import of a package's ``__init__`` (which re-exports its
-    submodules for short class paths) is not an edge: it names the package, not a layer."""
+    """Module -> the project modules it imports. An import of a package's ``__init__`` (which
+    re-exports its submodules for short class paths) is not an edge: it names the package, not a
+    layer."""
     paths = {module_name(root, p): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
     graph: dict[str, set[str]] = {name: set() for name in paths}
     for name, path in paths.items():
@@ -76,7 +79,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _cycle_through(graph: dict[str, set[str]], group: list[str]) -> list[str]:
-    """A path from the group's first module back to itself inside the group (breadth first: the shortest)."""
+    """A path from the group's first module back to itself inside the group (breadth first: the
+    shortest)."""
     start, members = group[0], set(group)
     paths = {start: [start]}
     frontier = [start]
@@ -94,7 +98,12 @@ def _cycle_through(graph: dict[str, set[str]], group: list[str]) -> list[str]:
 
 
 def core_to_tools(graph: dict[str, set[str]]) -> list[str]:
-    """Edges from a core module into ``zoo.tools``: only the composition root (the CLI) may name the tools."""
+    """Edges from a core module into ``zoo.tools``: only the composition root (the CLI) may name the
+    tools."""
     root = ("zoo.cli", "zoo.__main__")
-    return sorted(f"{m} -> {n}" for m, imported in graph.items() for n in imported
-                  if n.startswith("zoo.tools") and not m.startswith("zoo.tools") and m not in root)
+    return sorted(
+        f"{m} -> {n}"
+        for m, imported in graph.items()
+        for n in imported
+        if n.startswith("zoo.tools") and not m.startswith("zoo.tools") and m not in root
+    )

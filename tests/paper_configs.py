@@ -1,6 +1,7 @@
-"""Runs ``zoo fit --config DIR/<name>/config.yaml`` for every ``<name>`` under DIR, in that folder, one after
-the other in this process; a run that fails writes its traceback to ``DIR/<name>/error.txt`` and the next
-one still runs. Used by `tests/test_paper_configs.py`: ``python -m tests.paper_configs DIR``."""
+"""Runs ``zoo fit --config DIR/<name>/config.yaml`` for every ``<name>`` under DIR, in that folder,
+one after the other in this process; a run that fails writes its traceback to
+``DIR/<name>/error.txt`` and the next one still runs. Used by `tests/test_paper_configs.py`:
+``python -m tests.paper_configs DIR``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Bad data never stops a run and is never silent. For every file-reading source, a folder mixes good files with
-corrupt, truncated, zero-byte and misnamed ones: every bad file is skipped, counted by source and kind and
-logged once with its path; training on all of them at once completes and logs ``data/skipped``; a source whose
-items are all bad fails fast, naming them."""
+"""Bad data never stops a run and is never silent. For every file-reading source, a folder mixes
+good files with corrupt, truncated, zero-byte and misnamed ones: every bad file is skipped, counted
+by source and kind and logged once with its path; training on all of them at once completes and logs
+``data/skipped``; a source whose items are all bad fails fast, naming them."""
 
 import json
 import logging
@@ -33,11 +33,15 @@ open3d = pytest.importorskip("open3d", exc_type=ImportError)
 
 
 def spoil(folder: Path, good: Path, suffix: str) -> list[Path]:
-    """Three bad files of a kind beside the good ones: random bytes, zero bytes, the first half of a good file
-    (truncated); plus a text file wearing the kind's extension (misnamed)."""
+    """Three bad files of a kind beside the good ones: random bytes, zero bytes, the first half of a
+    good file (truncated); plus a text file wearing the kind's extension (misnamed)."""
     folder.mkdir(parents=True, exist_ok=True)
-    bad = {f"corrupt{suffix}": bytes(random.Random(0).randrange(256) for _ in range(300)), f"empty{suffix}": b"",
-           f"truncated{suffix}": good.read_bytes()[:len(good.read_bytes()) // 2], f"notes{suffix}": b"a text file\n"}
+    bad = {
+        f"corrupt{suffix}": bytes(random.Random(0).randrange(256) for _ in range(300)),
+        f"empty{suffix}": b"",
+        f"truncated{suffix}": good.read_bytes()[: len(good.read_bytes()) // 2],
+        f"notes{suffix}": b"a text file\n",
+    }
     for name, data in bad.items():
         (folder / name).write_bytes(data)
     return [folder / name for name in bad]
@@ -99,12 +103,19 @@ def gui(root: Path) -> tuple[GUITrajectories, list[Path]]:
         make_item("image", i).save(root / "shots" / f"{i}.png")
     bad = spoil(root / "shots", root / "shots" / "0.png", ".png")
     actions = [{"action_type": "navigate_home"}, {"action_type": "wait"}, {"action_type": "navigate_back"}]
-    rows = [{"episode_id": e, "screenshots": [f"shots/{2 * e}.png", f"shots/{2 * e + 1}.png"],
-             "actions": [actions[e]]} for e in range(3)]
-    rows += [{"episode_id": 10 + k, "screenshots": ["shots/0.png", f"shots/{p.name}"],
-              "actions": [actions[0]]} for k, p in enumerate(bad)]
-    rows += [{"episode_id": 20, "screenshots": ["shots/0.png", "../outside.png"], "actions": [actions[0]]},
-             {"episode_id": 21, "screenshots": ["shots/0.png"]}, "{not json"]
+    rows = [
+        {"episode_id": e, "screenshots": [f"shots/{2 * e}.png", f"shots/{2 * e + 1}.png"], "actions": [actions[e]]}
+        for e in range(3)
+    ]
+    rows += [
+        {"episode_id": 10 + k, "screenshots": ["shots/0.png", f"shots/{p.name}"], "actions": [actions[0]]}
+        for k, p in enumerate(bad)
+    ]
+    rows += [
+        {"episode_id": 20, "screenshots": ["shots/0.png", "../outside.png"], "actions": [actions[0]]},
+        {"episode_id": 21, "screenshots": ["shots/0.png"]},
+        "{not json",
+    ]
     path = root / "episodes.jsonl"
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     return GUITrajectories(str(path)), bad
@@ -115,8 +126,12 @@ KINDS = {  # source builder, a task of its modality (a Qwen-VL policy takes all 
     "videos": (videos, lambda: ArrowOfTime(answer_format="bare")),
     "rgbd": (rgbd, lambda: DepthOrder(points=2, min_gap=0.3, answer_format="bare")),
     "point_clouds": (point_clouds, lambda: PointCloudRotation(render=True, answer_format="bare")),
-    "gui": (gui, lambda: GUIInverseDynamics(output="letter", answer_format="bare",
-                                            action_types=["navigate_home", "wait", "navigate_back"])),
+    "gui": (
+        gui,
+        lambda: GUIInverseDynamics(
+            output="letter", answer_format="bare", action_types=["navigate_home", "wait", "navigate_back"]
+        ),
+    ),
     "audio": (audio, lambda: AudioSpeed(speeds=[0.5, 2.0], answer_format="bare")),
 }
 
@@ -146,9 +161,16 @@ def test_training_on_every_messy_source_at_once_completes_and_logs_skips(tmp_pat
         tasks.append(task())
     data = PretextDataModule(sources, tasks, batch_size=10, val_size=0, seed=1)
     torch.manual_seed(0)
-    trainer = Trainer(max_steps=2, strategy=GRPOStrategy(num_generations=2, max_new_tokens=2), logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=[GRPOMetrics(summary=False)], limit_val_batches=0)
+    trainer = Trainer(
+        max_steps=2,
+        strategy=GRPOStrategy(num_generations=2, max_new_tokens=2),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[GRPOMetrics(summary=False)],
+        limit_val_batches=0,
+    )
     trainer.fit(QwenVLPolicy("tiny:qwen2_5_vl"), data)
     assert trainer.global_step == 2
     logged = trainer.callback_metrics

@@ -1,6 +1,7 @@
-"""Where `zoo fit` writes and what it shows: everything under ``--trainer.default_root_dir``, the final weights
-always checkpointed (``--ckpt_path last`` finds them), the run directory named at the start, a progress line in
-steps; validation scheduling that works on a folder smaller than ``val_check_interval``; a discoverable ``zoo``."""
+"""Where `zoo fit` writes and what it shows: everything under ``--trainer.default_root_dir``, the
+final weights always checkpointed (``--ckpt_path last`` finds them), the run directory named at the
+start, a progress line in steps; validation scheduling that works on a folder smaller than
+``val_check_interval``; a discoverable ``zoo``."""
 
 import csv
 import json
@@ -19,17 +20,36 @@ from zoo.cli import COMMANDS, TRAINER_COMMANDS, command, main, summary
 
 ROOT = Path(__file__).parents[1]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-SMALL = ["--data.init_args.batch_size", "2", "--trainer.strategy.init_args.num_generations", "2",
-         "--data.init_args.val_size", "4"]
+SMALL = [
+    "--data.init_args.batch_size",
+    "2",
+    "--trainer.strategy.init_args.num_generations",
+    "2",
+    "--data.init_args.val_size",
+    "4",
+]
 
 
 @pytest.fixture(scope="module")
 def three_steps(tmp_path_factory):
-    """``zoo fit ... --trainer.default_root_dir D --trainer.max_steps 3``: no validation is due at step 3. The
-    logs are capped: 2 prediction rows per evaluation, 1000 bytes of rollouts."""
+    """``zoo fit ... --trainer.default_root_dir D --trainer.max_steps 3``: no validation is due at
+    step 3. The logs are capped: 2 prediction rows per evaluation, 1000 bytes of rollouts."""
     cwd = tmp_path_factory.mktemp("three_steps")
-    out = run(cwd, "fit", "--config", QUICKSTART, *SMALL, "--trainer.default_root_dir", "D",
-              "--trainer.max_steps", "3", "--predictions.max_rows", "2", "--rollouts.max_bytes", "1000")
+    out = run(
+        cwd,
+        "fit",
+        "--config",
+        QUICKSTART,
+        *SMALL,
+        "--trainer.default_root_dir",
+        "D",
+        "--trainer.max_steps",
+        "3",
+        "--predictions.max_rows",
+        "2",
+        "--rollouts.max_bytes",
+        "1000",
+    )
     return cwd, out
 
 
@@ -67,7 +87,8 @@ def test_logs_and_the_final_checkpoint_go_under_default_root_dir(three_steps):
     cwd, out = three_steps
     version = cwd / "D" / "lightning_logs" / "version_0"
     assert {"config.yaml", "metrics.csv", "rollouts.jsonl", "predictions.jsonl", "checkpoints"} <= {
-        p.name for p in version.iterdir()}
+        p.name for p in version.iterdir()
+    }
     assert not (cwd / "runs").exists() and not (cwd / "lightning_logs").exists()
     (ckpt,) = (version / "checkpoints").iterdir()  # the final weights, though no validation saved them
     assert ckpt.name == "epoch=0-step=3.ckpt" and torch.load(ckpt, weights_only=True)["global_step"] == 3
@@ -100,15 +121,32 @@ def test_ckpt_path_last_finds_the_final_checkpoint(three_steps):
 
 
 def test_a_folder_smaller_than_the_validation_interval_trains_by_default(tmp_path):
-    """10 training images, 5 batches an epoch, validation every 6 steps: Lightning's default scheduling stops
-    after the first epoch; zoo's counts the steps across epochs."""
+    """10 training images, 5 batches an epoch, validation every 6 steps: Lightning's default
+    scheduling stops after the first epoch; zoo's counts the steps across epochs."""
     for i in range(12):
         pixels = np.random.default_rng(i).integers(0, 255, (32, 32, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(tmp_path / f"{i}.png")
-    out = run(tmp_path, "fit", "--config", QUICKSTART, *SMALL[:4], "--data.init_args.source", "datamodules.ImageFolder",
-              "--data.init_args.source.init_args.root", str(tmp_path), "--data.init_args.val_size", "2",
-              "--data.init_args.test_size", "0", "--trainer.max_steps", "7", "--trainer.val_check_interval", "6",
-              "--validate_before_fit", "false")
+    out = run(
+        tmp_path,
+        "fit",
+        "--config",
+        QUICKSTART,
+        *SMALL[:4],
+        "--data.init_args.source",
+        "datamodules.ImageFolder",
+        "--data.init_args.source.init_args.root",
+        str(tmp_path),
+        "--data.init_args.val_size",
+        "2",
+        "--data.init_args.test_size",
+        "0",
+        "--trainer.max_steps",
+        "7",
+        "--trainer.val_check_interval",
+        "6",
+        "--validate_before_fit",
+        "false",
+    )
     assert "val accuracy at step 6" in out and "`max_steps=7` reached" in out
     (ckpt,) = (tmp_path / "runs" / "lightning_logs" / "version_0" / "checkpoints").iterdir()
     assert ckpt.name == "epoch=1-step=7.ckpt"
@@ -146,7 +184,8 @@ def tool_commands() -> list[tuple[list[str], object]]:
 
 @pytest.mark.parametrize("argv, component", tool_commands(), ids=lambda x: " ".join(x) if isinstance(x, list) else "")
 def test_every_tool_has_help_from_its_docstrings(argv, component, capsys):
-    """Each tool's options come from its typed signature, their help from the docstring's ``Args:``."""
+    """Each tool's options come from its typed signature, their help from the docstring's
+    ``Args:``."""
     import docstring_parser
 
     with pytest.raises(SystemExit) as exit_info:

@@ -1,5 +1,5 @@
-"""Configuration and input mistakes end in one error line that names the fix, before any training; --debug (or
-ZOO_DEBUG=1) shows the traceback instead."""
+"""Configuration and input mistakes end in one error line that names the fix, before any training;
+--debug (or ZOO_DEBUG=1) shows the traceback instead."""
 
 import os
 import subprocess
@@ -18,9 +18,22 @@ from zoo.cli import main
 
 ROOT = Path(__file__).parents[1]
 QUICKSTART = str(ROOT / "configs" / "quickstart.yaml")
-FAST = ["--trainer.max_steps", "1", "--validate_before_fit", "false", "--trainer.enable_progress_bar", "false",
-        "--data.init_args.val_size", "4", "--data.init_args.test_size", "0", "--data.init_args.batch_size", "2",
-        "--trainer.strategy.init_args.num_generations", "2"]
+FAST = [
+    "--trainer.max_steps",
+    "1",
+    "--validate_before_fit",
+    "false",
+    "--trainer.enable_progress_bar",
+    "false",
+    "--data.init_args.val_size",
+    "4",
+    "--data.init_args.test_size",
+    "0",
+    "--data.init_args.batch_size",
+    "2",
+    "--trainer.strategy.init_args.num_generations",
+    "2",
+]
 GRPO, DATA = "--trainer.strategy.init_args.", "--data.init_args."
 
 
@@ -105,7 +118,8 @@ def test_debug_raises_with_the_traceback(inputs, monkeypatch):
 
 
 def test_an_error_inside_a_training_step_keeps_its_traceback(inputs, monkeypatch):
-    """Not a configuration mistake: the one-line treatment is for set-up, never for a failure mid-run."""
+    """Not a configuration mistake: the one-line treatment is for set-up, never for a failure
+    mid-run."""
     from zoo.grpo.strategy import GRPOMixin
 
     def training_step(self, batch, batch_idx):
@@ -118,21 +132,32 @@ def test_an_error_inside_a_training_step_keeps_its_traceback(inputs, monkeypatch
 
 def test_the_console_script_prints_exactly_one_line(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "zoo", "fit", "--config", QUICKSTART, "--trainer.max_step", "5"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "fit", "--config", QUICKSTART, "--trainer.max_step", "5"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.splitlines() == ["zoo fit: error: unrecognized arguments: --trainer.max_step 5; see zoo fit "
-                                          "--help (--debug shows the traceback)"]
+    assert result.stderr.splitlines() == [
+        "zoo fit: error: unrecognized arguments: --trainer.max_step 5; see zoo fit --help (--debug shows the traceback)"
+    ]
 
 
-@pytest.mark.parametrize("module, extra, use", [
-    ("decord", "video", lambda tmp: decode(str(tmp / "clip.mp4"))),
-    ("av", "video", lambda tmp: SyntheticVideos(size=1, root=str(tmp))[0]),
-    ("open3d", "3d", lambda tmp: PointCloudFolder(str(tmp))[0]),
-    ("open3d", "3d", lambda tmp: SyntheticRGBD(size=1)[0]),
-    ("soundfile", "audio", lambda tmp: AudioFolder(str(tmp))[0]),
-    ("peft", "lora", lambda tmp: QwenVLPolicy("tiny:qwen2_5_vl", lora={"rank": 2}).configure_model()),
-], ids=["decord", "av", "open3d-points", "open3d-rgbd", "soundfile", "peft"])
+@pytest.mark.parametrize(
+    "module, extra, use",
+    [
+        ("decord", "video", lambda tmp: decode(str(tmp / "clip.mp4"))),
+        ("av", "video", lambda tmp: SyntheticVideos(size=1, root=str(tmp))[0]),
+        ("open3d", "3d", lambda tmp: PointCloudFolder(str(tmp))[0]),
+        ("open3d", "3d", lambda tmp: SyntheticRGBD(size=1)[0]),
+        ("soundfile", "audio", lambda tmp: AudioFolder(str(tmp))[0]),
+        ("peft", "lora", lambda tmp: QwenVLPolicy("tiny:qwen2_5_vl", lora={"rank": 2}).configure_model()),
+    ],
+    ids=["decord", "av", "open3d-points", "open3d-rgbd", "soundfile", "peft"],
+)
 def test_a_missing_extra_names_its_install_line(monkeypatch, tmp_path, module, extra, use):
     for name in ("clip.mp4", "cloud.ply", "sound.wav"):
         (tmp_path / name).write_bytes(b"not media")

@@ -1,4 +1,5 @@
-"""Every YAML under configs/ parses against the real signatures (typos fail here), without building models."""
+"""Every YAML under configs/ parses against the real signatures (typos fail here), without building
+models."""
 
 from argparse import ArgumentError
 from pathlib import Path
@@ -7,8 +8,11 @@ import pytest
 
 from zoo.cli import ZooCLI, cli
 
-CONFIGS = sorted(str(p) for p in Path(__file__).parents[1].glob("configs/**/*.yaml")
-                 if p.parent.name in ("configs", "papers", "eval", "sft", "hybrid"))
+CONFIGS = sorted(
+    str(p)
+    for p in Path(__file__).parents[1].glob("configs/**/*.yaml")
+    if p.parent.name in ("configs", "papers", "eval", "sft", "hybrid")
+)
 
 
 class ParseOnly(ZooCLI):
@@ -71,12 +75,22 @@ def test_model_groups_compose_with_an_experiment(group):
     assert config.trainer.strategy.init_args.num_generations == 8  # the experiment's settings survive
 
 
-# AdamW weight decay of each paper's framework: TRL's default is 0, verl's and EasyR1's actor default is 0.01
+# AdamW weight decay of each paper's framework: TRL's default is 0, verl's and EasyR1's actor
+# default is 0.01
 PAPER_WEIGHT_DECAY = {
-    "jigsaw_r1.yaml": 0.0, "r1_aqa.yaml": 0.0, "ui_shift.yaml": 0.0, "omni_audio_pretext.yaml": 0.0,
-    "visual_jigsaw_image.yaml": 0.01, "visual_jigsaw_video.yaml": 0.01, "visual_jigsaw_3d.yaml": 0.01,
-    "videossr.yaml": 0.01, "spatial_ssrl.yaml": 0.01, "spatial_ssrl_depth.yaml": 0.01,
-    "ssl4rl_rotation.yaml": 0.01, "ssl4rl_jigsaw.yaml": 0.01, "ssl4rl_position.yaml": 0.01,
+    "jigsaw_r1.yaml": 0.0,
+    "r1_aqa.yaml": 0.0,
+    "ui_shift.yaml": 0.0,
+    "omni_audio_pretext.yaml": 0.0,
+    "visual_jigsaw_image.yaml": 0.01,
+    "visual_jigsaw_video.yaml": 0.01,
+    "visual_jigsaw_3d.yaml": 0.01,
+    "videossr.yaml": 0.01,
+    "spatial_ssrl.yaml": 0.01,
+    "spatial_ssrl_depth.yaml": 0.01,
+    "ssl4rl_rotation.yaml": 0.01,
+    "ssl4rl_jigsaw.yaml": 0.01,
+    "ssl4rl_position.yaml": 0.01,
     "ssl4rl_contrastive.yaml": 0.01,
 }
 PAPERS = sorted(p for p in CONFIGS if "/papers/" in p)
@@ -104,8 +118,11 @@ def test_paper_configs_keep_the_recipe_parts_issue_22_added():
     assert scheduler.class_path.endswith("LinearLR") and scheduler.init_args.end_factor == 0.0
     assert scheduler.init_args.total_iters == jigsaw_r1.trainer.max_steps
     assert _task(jigsaw_r1, "JigsawPair").shuffle_options and _task(jigsaw_r1, "JigsawPair").swap
-    for name, task in [("visual_jigsaw_image.yaml", "Jigsaw"), ("visual_jigsaw_video.yaml", "TemporalJigsaw"),
-                       ("visual_jigsaw_3d.yaml", "DepthOrder")]:
+    for name, task in [
+        ("visual_jigsaw_image.yaml", "Jigsaw"),
+        ("visual_jigsaw_video.yaml", "TemporalJigsaw"),
+        ("visual_jigsaw_3d.yaml", "DepthOrder"),
+    ]:
         assert _task(_paper(name), task).repetition_penalty == 0.5, name
     assert _paper("visual_jigsaw_video.yaml").data.init_args.source.init_args.min_seconds == 24.0
     for name in ("spatial_ssrl.yaml", "spatial_ssrl_depth.yaml"):

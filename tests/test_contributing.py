@@ -1,9 +1,9 @@
-"""docs/contributing.md's worked examples stay true: every file the page names is written into a copy of the
-packages (or appended to the file it names), with no other change, and the contract tests and two GRPO steps
-pick the new classes and the new loss up.
+"""docs/contributing.md's worked examples stay true: every file the page names is written into a
+copy of the packages (or appended to the file it names), with no other change, and the contract
+tests and two GRPO steps pick the new classes and the new loss up.
 
-Slow for this suite (two subprocesses: about 40 s of CPU, 100 s wall at load 7 on 2 cores); it is the test
-that "a new task, source or policy family is one new file, a loss one function" is true.
+Slow for this suite (two subprocesses: about 40 s of CPU, 100 s wall at load 7 on 2 cores); it is
+the test that "a new task, source or policy family is one new file, a loss one function" is true.
 """
 
 import csv
@@ -18,8 +18,8 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "contributing.md"
-#: A fenced block whose first line names the file it is (``# tasks/image/mirror.py``) or the existing file it is
-#: appended to (``# + zoo/grpo/functional.py``).
+#: A fenced block whose first line names the file it is (``# tasks/image/mirror.py``) or the
+#: existing file it is appended to (``# + zoo/grpo/functional.py``).
 FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<append>\+ )?(?P<path>[\w/.]+)\n(?P<body>.*?)```", re.DOTALL)
 PACKAGES = ("tasks", "datamodules", "zoo", "callbacks", "tests", "configs")
 
@@ -32,16 +32,23 @@ def page_files(appended: bool = False) -> dict[str, str]:
 def test_each_extension_is_one_new_file_or_one_appended_function():
     new, appended = page_files(), page_files(appended=True)
     sources = [path for path in new if path.endswith(".py") and not path.startswith("tests/")]
-    assert sorted(sources) == ["datamodules/sources/heatmaps.py", "datamodules/sources/numpy_images.py",
-                               "tasks/heatmap/__init__.py", "tasks/heatmap/hottest_quadrant.py", "tasks/image/mirror.py",
-                               "zoo/llava.py", "zoo/rollout/native.py"]
+    assert sorted(sources) == [
+        "datamodules/sources/heatmaps.py",
+        "datamodules/sources/numpy_images.py",
+        "tasks/heatmap/__init__.py",
+        "tasks/heatmap/hottest_quadrant.py",
+        "tasks/image/mirror.py",
+        "zoo/llava.py",
+        "zoo/rollout/native.py",
+    ]
     assert not [path for path in new if (ROOT / path).exists()], "the examples are new files, not edits"
     assert list(appended) == ["zoo/grpo/functional.py"] and appended["zoo/grpo/functional.py"].count("\ndef ") == 1
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
-    """A copy of the checkout's packages with the page's files added, and the images the config reads."""
+    """A copy of the checkout's packages with the page's files added, and the images the config
+    reads."""
     root = tmp_path_factory.mktemp("contributing")
     for name in PACKAGES:
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -65,12 +72,25 @@ def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_contract_tests_pick_up_the_new_task_and_policy(tree):
-    """The contract tests of the new task and policy, the task's levels, ``tiny:llava``, the short names and the
-    loss's own test."""
-    result = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/test_contract.py",
-                 "tests/zoo/test_policy_contract.py", "tests/test_pretext_bench.py", "tests/test_discovery.py",
-                 "tests/zoo/test_tiny.py", "tests/zoo/test_cispo.py", "-k", "Mirror or HottestQuadrant or LlavaPolicy or "
-                 "states_its_levels or short_name or tiny_checkpoint_is_a_family or cispo")
+    """The contract tests of the new task and policy, the task's levels, ``tiny:llava``, the short
+    names and the loss's own test."""
+    result = run(
+        tree,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/tasks/test_contract.py",
+        "tests/zoo/test_policy_contract.py",
+        "tests/test_pretext_bench.py",
+        "tests/test_discovery.py",
+        "tests/zoo/test_tiny.py",
+        "tests/zoo/test_cispo.py",
+        "-k",
+        "Mirror or HottestQuadrant or LlavaPolicy or "
+        "states_its_levels or short_name or tiny_checkpoint_is_a_family or cispo",
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     passed = int(re.search(r"(\d+) passed", result.stdout)[1])
     assert passed >= 30 and "failed" not in result.stdout, result.stdout[-500:]
@@ -85,8 +105,18 @@ def test_two_grpo_steps_on_the_new_policy_source_task_and_loss(tree):
 
 
 def test_two_grpo_steps_on_the_new_modality_with_the_new_engine(tree):
-    result = run(tree, "-m", "zoo", "fit", "--config", "heatmap.yaml", "--trainer.enable_progress_bar", "false",
-                 "--trainer.default_root_dir", "heat")
+    result = run(
+        tree,
+        "-m",
+        "zoo",
+        "fit",
+        "--config",
+        "heatmap.yaml",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.default_root_dir",
+        "heat",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (metrics,) = tree.glob("heat/lightning_logs/version_*/metrics.csv")
     rows = list(csv.DictReader(metrics.open()))

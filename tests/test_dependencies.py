@@ -1,5 +1,6 @@
-"""setup.cfg matches the imports: every required distribution is imported by the packages, every import is
-declared, and what only optional code imports is an extra imported inside the function that needs it."""
+"""setup.cfg matches the imports: every required distribution is imported by the packages, every
+import is declared, and what only optional code imports is an extra imported inside the function
+that needs it."""
 
 import ast
 import configparser
@@ -13,11 +14,14 @@ ROOT = Path(__file__).parents[1]
 PACKAGES = ("zoo", "tasks", "datamodules", "callbacks")
 #: Distribution -> import name, where they differ.
 IMPORT_NAMES = {"pillow": "PIL", "pyyaml": "yaml", "open3d_cpu": "open3d", "mlflow_skinny": "mlflow"}
-#: Required distributions zoo never imports itself, each with a module of a dependency that imports it
-#: without that dependency requiring it: (module, why).
-INDIRECT = {"torchvision": ("transformers.models.qwen2_vl.image_processing_qwen2_vl",
-                            "transformers' Qwen-VL image and video processors import it; transformers does not "
-                            "require it")}
+#: Required distributions zoo never imports itself, each with a module of a dependency that imports
+#: it without that dependency requiring it: (module, why).
+INDIRECT = {
+    "torchvision": (
+        "transformers.models.qwen2_vl.image_processing_qwen2_vl",
+        "transformers' Qwen-VL image and video processors import it; transformers does not require it",
+    )
+}
 #: Optional imports with a fallback, in no extra: import name -> why.
 UNDECLARED = {"cv2": "RGBDFolder reads .exr depth with OpenCV when it is installed (README says so)"}
 
@@ -27,7 +31,8 @@ def _normalise(name: str) -> str:
 
 
 def requirements() -> dict[str, set[str]]:
-    """``install_requires`` and each extra -> import names of its distributions (``dev`` left out)."""
+    """``install_requires`` and each extra -> import names of its distributions (``dev`` left
+    out)."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(ROOT / "setup.cfg")
     sections = {"install_requires": parser["options"]["install_requires"], **parser["options.extras_require"]}
@@ -40,8 +45,8 @@ def requirements() -> dict[str, set[str]]:
 
 
 class Imports(ast.NodeVisitor):
-    """Top-level names imported by a module: ``eager`` at import time, ``lazy`` inside functions (also
-    through ``tasks.extras.require("<module>", ...)``)."""
+    """Top-level names imported by a module: ``eager`` at import time, ``lazy`` inside functions
+    (also through ``tasks.extras.require("<module>", ...)``)."""
 
     def __init__(self):
         self.eager, self.lazy, self.depth = set(), set(), 0
@@ -101,7 +106,8 @@ def test_every_required_distribution_is_imported():
 
 
 def test_indirect_requirements_are_still_imported_by_their_dependency():
-    """An exemption from the test above holds only while the named module really imports the distribution."""
+    """An exemption from the test above holds only while the named module really imports the
+    distribution."""
     for name, (module, why) in INDIRECT.items():
         assert name in requirements()["install_requires"], f"{name} is exempted but not required"
         top, *rest = module.split(".")  # found without importing it (transformers takes seconds)
@@ -112,14 +118,13 @@ def test_indirect_requirements_are_still_imported_by_their_dependency():
 
 def test_every_import_is_declared_and_optional_ones_are_lazy():
     """Import-time imports need a required distribution; an extra's package is imported inside the
-    function that needs it (through `tasks.extras.require`, which names the extra), so the packages import
-    without it."""
+    function that needs it (through `tasks.extras.require`, which names the extra), so the packages
+    import without it."""
     groups = requirements()
     required = groups.pop("install_requires")
     optional = set().union(*groups.values())
     eager, lazy = package_imports()
     not_required = {name: files for name, files in eager.items() if name not in required}
     assert not not_required, f"imported at import time but not in install_requires: {not_required}"
-    undeclared = {name: files for name, files in lazy.items()
-                  if name not in required | optional | set(UNDECLARED)}
+    undeclared = {name: files for name, files in lazy.items() if name not in required | optional | set(UNDECLARED)}
     assert not undeclared, f"imported but in neither install_requires nor an extra: {undeclared}"

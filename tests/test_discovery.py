@@ -1,4 +1,5 @@
-"""Packages find their own files: a new module's classes get short import paths with no edit elsewhere."""
+"""Packages find their own files: a new module's classes get short import paths with no edit
+elsewhere."""
 
 import importlib
 import sys
@@ -21,7 +22,8 @@ INIT = "from tasks.discovery import export_submodules\n__all__ = export_submodul
 
 @pytest.fixture
 def package(tmp_path, monkeypatch):
-    """A fresh package ``newpkg`` on sys.path whose ``__init__`` discovers its modules; write files into it."""
+    """A fresh package ``newpkg`` on sys.path whose ``__init__`` discovers its modules; write files
+    into it."""
     root = tmp_path / "newpkg"
     root.mkdir()
     (root / "__init__.py").write_text(INIT)
@@ -32,8 +34,9 @@ def package(tmp_path, monkeypatch):
 
 
 def test_a_new_file_is_exported_by_its_package(package):
-    (package / "shapes.py").write_text("from json import JSONDecoder\n\nclass Circle:\n    pass\n\n"
-                                       "class _Hidden:\n    pass\n")
+    (package / "shapes.py").write_text(
+        "from json import JSONDecoder\n\nclass Circle:\n    pass\n\nclass _Hidden:\n    pass\n"
+    )
     (package / "sub").mkdir()
     (package / "sub" / "__init__.py").write_text(INIT)
     (package / "sub" / "lines.py").write_text("class Line:\n    pass\n")
@@ -43,8 +46,9 @@ def test_a_new_file_is_exported_by_its_package(package):
 
 
 def test_a_module_all_chooses_what_it_exports(package):
-    (package / "tools.py").write_text("__all__ = ['helper']\n\ndef helper():\n    return 1\n\n"
-                                      "class Internal:\n    pass\n")
+    (package / "tools.py").write_text(
+        "__all__ = ['helper']\n\ndef helper():\n    return 1\n\nclass Internal:\n    pass\n"
+    )
     module = importlib.import_module("newpkg")
     assert module.__all__ == ["helper"] and module.helper() == 1 and not hasattr(module, "Internal")
 
@@ -63,8 +67,9 @@ def test_skipped_modules_are_not_imported(package):
     assert importlib.import_module("newpkg").__all__ == ["Kept"] and "newpkg.entry" not in sys.modules
 
 
-@pytest.mark.parametrize("package_, base", [(tasks, Task), (datamodules, Source), (zoo, PolicyModule)],
-                         ids=["tasks", "sources", "policies"])
+@pytest.mark.parametrize(
+    "package_, base", [(tasks, Task), (datamodules, Source), (zoo, PolicyModule)], ids=["tasks", "sources", "policies"]
+)
 def test_every_extension_class_has_a_short_name(package_, base):
     for cls in discover(package_, base):
         assert getattr(package_, cls.__name__, None) is cls, f"{package_.__name__}.{cls.__name__}"
@@ -76,7 +81,8 @@ def test_callbacks_are_exported():
 
 def test_concrete_subclasses_leave_out_abstract_ones_and_other_packages():
     namespace = {}
-    exec(textwrap.dedent("""
+    exec(
+        textwrap.dedent("""
         from abc import ABC, abstractmethod
         class Base(ABC):
             @abstractmethod
@@ -85,7 +91,9 @@ def test_concrete_subclasses_leave_out_abstract_ones_and_other_packages():
             pass
         class Leaf(Middle):
             def f(self): ...
-    """), namespace)
+    """),
+        namespace,
+    )
     base, leaf = namespace["Base"], namespace["Leaf"]
     assert concrete_subclasses(base) == [leaf]
     assert concrete_subclasses(base, "tasks") == []

@@ -1,5 +1,6 @@
-"""README.md and docs/*.md stay true: generated tables are current, and every command, config path, file path,
-module or class path and link they give exists (a renamed option, file or heading fails here)."""
+"""README.md and docs/*.md stay true: generated tables are current, and every command, config path,
+file path, module or class path and link they give exists (a renamed option, file or heading fails
+here)."""
 
 import argparse
 import importlib
@@ -16,8 +17,10 @@ from zoo.tools.docs import pages, render
 ROOT = Path(__file__).parents[1]
 PAGES = [ROOT / "README.md", *pages()]
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-REPO_PATH = re.compile(r"(?<![\w/.-])(?:zoo|tasks|datamodules|callbacks|configs|tests|docs|\.ci)/"
-                       r"[a-z0-9_./*-]*[a-z0-9_/]")
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])(?:zoo|tasks|datamodules|callbacks|configs|tests|docs|\.ci)/"
+    r"[a-z0-9_./*-]*[a-z0-9_/]"
+)
 CODE_PATH = re.compile(r"^(?:zoo|tasks|datamodules|callbacks)(?:\.\w+)+")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FILE_BLOCK = re.compile(r"```(?:python|yaml)\n# (?P<path>[\w/.]+)\n(?P<body>.*?)```", re.DOTALL)
@@ -25,7 +28,8 @@ ids = pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 
 
 class ParseCommand(ZooCLI):
-    """``zoo <subcommand> ...`` parsed as the console script would, with nothing built, resolved or run."""
+    """``zoo <subcommand> ...`` parsed as the console script would, with nothing built, resolved or
+    run."""
 
     def before_instantiate_classes(self) -> None:
         """``--ckpt_path last`` would look for a checkpoint."""
@@ -46,7 +50,8 @@ def text_of(page: Path) -> str:
 
 
 def example_files() -> dict[str, str]:
-    """Files a page defines in a code block (the contributing page's worked examples): not in the repo."""
+    """Files a page defines in a code block (the contributing page's worked examples): not in the
+    repo."""
     return {m["path"]: m["body"] for page in PAGES for m in FILE_BLOCK.finditer(text_of(page))}
 
 
@@ -61,7 +66,8 @@ def inline_code(text: str) -> list[str]:
 
 
 def shell_lines(text: str) -> list[str]:
-    """Commands in ```bash blocks (continuations joined, comments and ``&&`` chains split) and inline spans."""
+    """Commands in ```bash blocks (continuations joined, comments and ``&&`` chains split) and
+    inline spans."""
     lines = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
@@ -86,8 +92,8 @@ def test_generated_blocks_are_current(page):
 
 
 def concrete(args: list[str]) -> bool:
-    """No placeholder (``<experiment>``, ``$HEAD``, ``...``), no alternatives (``fit / validate``) and no file a
-    page only defines as an example."""
+    """No placeholder (``<experiment>``, ``$HEAD``, ``...``), no alternatives (``fit / validate``)
+    and no file a page only defines as an example."""
     return not any(re.search(r"[<>$]|\.\.\.", a) or a in ("/", "|") or a in example_files() for a in args)
 
 
@@ -127,7 +133,8 @@ def test_repository_paths_exist(page):
 
 
 def resolves(path: str) -> bool:
-    """``zoo.grpo.GRPOStrategy``, ``zoo.tiny``, ``tasks.Task.level_arguments``: a module, then attributes."""
+    """``zoo.grpo.GRPOStrategy``, ``zoo.tiny``, ``tasks.Task.level_arguments``: a module, then
+    attributes."""
     parts = path.split(".")
     for end in range(len(parts), 0, -1):
         try:
@@ -182,6 +189,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert resolves("zoo.grpo.GRPOStrategy") and resolves("tasks.Task.level_arguments") and not resolves("zoo.NoSuch")
     assert REPO_PATH.findall("run configs/quickstart.yaml, not runs/x") == ["configs/quickstart.yaml"]
     assert shell_lines("```bash\nzoo fit --config a.yaml \\\n    --trainer.max_steps 1  # note\n```\n") == [
-        "zoo fit --config a.yaml      --trainer.max_steps 1"]
+        "zoo fit --config a.yaml      --trainer.max_steps 1"
+    ]
     with pytest.raises(argparse.ArgumentError):
         parse_command(["fit", "--config", "configs/quickstart.yaml", "--trainer.max_stepz", "1"])

@@ -1,5 +1,6 @@
-"""Each hybrid of docs/sft.md#hybrids through ``zoo fit`` with its config under configs/hybrid/, a few steps on the
-tiny random-init Qwen2.5-VL (in this process: the imports dominate a subprocess's time)."""
+"""Each hybrid of docs/sft.md#hybrids through ``zoo fit`` with its config under configs/hybrid/, a
+few steps on the tiny random-init Qwen2.5-VL (in this process: the imports dominate a subprocess's
+time)."""
 
 import csv
 from pathlib import Path
@@ -9,8 +10,18 @@ import pytest
 from zoo.cli import main
 
 ROOT = Path(__file__).parents[1]
-SHORT = ["--trainer.limit_val_batches", "0", "--data.init_args.val_size", "0", "--rollouts.every_n_steps", "0",
-         "--trainer.log_every_n_steps", "1", "--trainer.enable_progress_bar", "false"]
+SHORT = [
+    "--trainer.limit_val_batches",
+    "0",
+    "--data.init_args.val_size",
+    "0",
+    "--rollouts.every_n_steps",
+    "0",
+    "--trainer.log_every_n_steps",
+    "1",
+    "--trainer.enable_progress_bar",
+    "false",
+]
 
 
 def fit(config: str, tmp_path: Path, monkeypatch, *args: str) -> list[dict]:
@@ -39,14 +50,27 @@ def test_the_demonstration_joins_every_group(config, tmp_path, monkeypatch):
 
 def test_entropulse_switches_to_sft_and_back(tmp_path, monkeypatch):
     guidance = "--trainer.strategy.init_args.guidance.init_args."
-    rows = fit("entropulse", tmp_path, monkeypatch, "--trainer.max_steps", "3", f"{guidance}threshold", "100",
-               f"{guidance}window", "1", f"{guidance}sft_steps", "1", f"{guidance}success", "0")
+    rows = fit(
+        "entropulse",
+        tmp_path,
+        monkeypatch,
+        "--trainer.max_steps",
+        "3",
+        f"{guidance}threshold",
+        "100",
+        f"{guidance}window",
+        "1",
+        f"{guidance}sft_steps",
+        "1",
+        f"{guidance}success",
+        "0",
+    )
     assert [row["train/entropulse/sft"] for row in rows] == [0.0, 1.0, 0.0]
     rl, sft, again = rows
     assert rl["train/entropulse/buffer"] == 8  # every example's completions count as successes at success 0
     assert sft["train/entropulse/phases"] == 1 and sft["train/entropulse/sft_loss"] > 0
-    # the SFT step samples nothing (the buffer waits for the next RL step's 8 examples), so its row holds no
-    # reward, and, unlike GRPO steps whose rewards are all 0, it has a gradient
+    # the SFT step samples nothing (the buffer waits for the next RL step's 8 examples), so its row
+    # holds no reward, and, unlike GRPO steps whose rewards are all 0, it has a gradient
     assert "train/reward" not in sft and "train/reward" in again
     assert sft["train/entropulse/buffer"] == 8 and again["train/entropulse/buffer"] == 16
     assert rl["train/grpo/grad_norm"] == 0.0 and sft["train/grpo/grad_norm"] > 0.0

@@ -1,4 +1,5 @@
-"""The packages import from this checkout, and imports point one way (DESIGN.md, dependency rules)."""
+"""The packages import from this checkout, and imports point one way (DESIGN.md, dependency
+rules)."""
 
 import ast
 import subprocess
@@ -19,14 +20,19 @@ def test_package_imports_from_this_repo(name):
     assert Path(module.__file__).resolve().is_relative_to(ROOT / name)
 
 
-@pytest.mark.parametrize("package, blocked", [
-    ("tasks", ("zoo", "datamodules", "callbacks", "lightning", "pytorch_lightning")),
-    ("datamodules", ("zoo", "callbacks")),
-])
+@pytest.mark.parametrize(
+    "package, blocked",
+    [
+        ("tasks", ("zoo", "datamodules", "callbacks", "lightning", "pytorch_lightning")),
+        ("datamodules", ("zoo", "callbacks")),
+    ],
+)
 def test_package_imports_with_the_others_blocked(package, blocked):
     block = "; ".join(f"sys.modules[{name!r}] = None" for name in blocked)
-    code = f"import sys; {block}; import {package}, pkgutil, importlib\n" \
-           f"for m in pkgutil.walk_packages({package}.__path__, '{package}.'): importlib.import_module(m.name)"
+    code = (
+        f"import sys; {block}; import {package}, pkgutil, importlib\n"
+        f"for m in pkgutil.walk_packages({package}.__path__, '{package}.'): importlib.import_module(m.name)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
 
@@ -34,10 +40,12 @@ def test_package_imports_with_the_others_blocked(package, blocked):
 @pytest.mark.parametrize("name", ["grpo/functional.py", "rollout/logprobs.py"])
 def test_grpo_math_imports_nothing_from_the_project(name):
     tree = ast.parse((ROOT / "zoo" / name).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported - {"torch"} <= set(sys.stdlib_module_names), imported  # torch and the standard library
 
 
@@ -57,7 +65,8 @@ def test_no_package_has_an_import_cycle():
 
 
 def test_the_core_never_imports_the_tools():
-    """`zoo/tools` holds side commands over the core; only the composition root (the CLI) names them."""
+    """`zoo/tools` holds side commands over the core; only the composition root (the CLI) names
+    them."""
     edges = core_to_tools(import_graph(ROOT, PACKAGES))
     assert not edges, edges
 

@@ -1,5 +1,5 @@
-"""The quickstart's claim: GRPO lifts held-out rotation accuracy of a tiny random-init policy from chance
-(<= 0.34) to >= 0.9 within its step budget, on 2 CPU cores."""
+"""The quickstart's claim: GRPO lifts held-out rotation accuracy of a tiny random-init policy from
+chance (<= 0.34) to >= 0.9 within its step budget, on 2 CPU cores."""
 
 import csv
 import os
@@ -12,9 +12,23 @@ ROOT = Path(__file__).parents[1]
 
 def test_quickstart_learns(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "zoo", "fit", "--config", str(ROOT / "configs/quickstart.yaml"),
-                             "--rollouts.every_n_steps", "0"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=900)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zoo",
+            "fit",
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--rollouts.every_n_steps",
+            "0",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-5000:]
     (metrics,) = tmp_path.glob("runs/lightning_logs/*/metrics.csv")
     with open(metrics) as f:

@@ -1,5 +1,5 @@
-"""A mixed-task run from a config: per-task rewards and held-out accuracy are logged, and a curriculum switches
-task options mid-run and is saved in the checkpoint."""
+"""A mixed-task run from a config: per-task rewards and held-out accuracy are logged, and a
+curriculum switches task options mid-run and is saved in the checkpoint."""
 
 import csv
 import json

@@ -1,6 +1,6 @@
-"""Every paper config (``configs/papers/*.yaml``) runs GRPO steps with a tiny model of its family and a synthetic
-source of its modality, keeping every task, reward, loss, KL, curriculum and mixture setting, under its own
-strategy (DDP or FSDP2) on one CPU process."""
+"""Every paper config (``configs/papers/*.yaml``) runs GRPO steps with a tiny model of its family
+and a synthetic source of its modality, keeping every task, reward, loss, KL, curriculum and mixture
+setting, under its own strategy (DDP or FSDP2) on one CPU process."""
 
 import csv
 import importlib
@@ -18,12 +18,24 @@ import yaml
 
 ROOT = Path(__file__).parents[1]
 PAPERS = sorted((ROOT / "configs" / "papers").glob("*.yaml"))
-#: What a tiny run may change, as dotted paths into the config: scale, hardware and data location only.
-OVERRIDES = ("model.init_args.pretrained", "trainer.accelerator", "trainer.devices", "trainer.max_steps",
-             "trainer.log_every_n_steps", "trainer.strategy.init_args.num_generations",
-             "trainer.strategy.init_args.max_new_tokens", "trainer.callbacks.*.init_args.stages.*.step",
-             "data.init_args.source", "data.init_args.source.*", "data.init_args.batch_size",
-             "data.init_args.val_size", "data.init_args.test_size", "data.init_args.num_workers")
+#: What a tiny run may change, as dotted paths into the config: scale, hardware and data location
+#: only.
+OVERRIDES = (
+    "model.init_args.pretrained",
+    "trainer.accelerator",
+    "trainer.devices",
+    "trainer.max_steps",
+    "trainer.log_every_n_steps",
+    "trainer.strategy.init_args.num_generations",
+    "trainer.strategy.init_args.max_new_tokens",
+    "trainer.callbacks.*.init_args.stages.*.step",
+    "data.init_args.source",
+    "data.init_args.source.*",
+    "data.init_args.batch_size",
+    "data.init_args.val_size",
+    "data.init_args.test_size",
+    "data.init_args.num_workers",
+)
 #: A synthetic source per modality: (class path, init_args).
 SYNTHETIC = {
     "image": ("datamodules.SyntheticScenes", {"size": 32, "image_size": 112}),
@@ -51,7 +63,8 @@ def load(path: Path) -> dict:
 
 
 def tiny_checkpoint(model: dict) -> str:
-    """The policy class's tiny checkpoint whose family the hub id names (``Qwen2.5-VL`` -> ``tiny:qwen2_5_vl``)."""
+    """The policy class's tiny checkpoint whose family the hub id names (``Qwen2.5-VL`` ->
+    ``tiny:qwen2_5_vl``)."""
     cls = _import(model["class_path"])
     name = re.sub(r"[^a-z0-9]+", "_", model["init_args"]["pretrained"].lower())
     named = [c for c in cls.tiny_checkpoints if c.removeprefix("tiny:") in name]
@@ -68,8 +81,14 @@ def audio_qa(source: dict, folder: Path) -> dict:
     rows = []
     for i in range(len(clips)):
         soundfile.write(folder / f"clip{i}.wav", clips[i].waveform, clips[i].sampling_rate)
-        rows.append({"audio": f"clip{i}.wav", "question": "Which sound is it?", "choices": ["tones", "chirp",
-                     "noise", "rhythm", "vowel"], "answer": i % 5})
+        rows.append(
+            {
+                "audio": f"clip{i}.wav",
+                "question": "Which sound is it?",
+                "choices": ["tones", "chirp", "noise", "rhythm", "vowel"],
+                "answer": i % 5,
+            }
+        )
     (folder / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"class_path": source["class_path"], "init_args": source.get("init_args", {}) | {"path": "qa.jsonl"}}
 
@@ -84,14 +103,13 @@ def synthetic(source: dict, folder: Path) -> dict:
 
 
 def tiny_config(config: dict, folder: Path) -> dict:
-    """``config`` at tiny scale: 2 prompts x 2 completions of 8 tokens, one step plus one per curriculum
-    step stage (stage k begins at step k), every task held out at least once for validation and for testing
-    (two items at least: contrastive tasks pair them)."""
+    """``config`` at tiny scale: 2 prompts x 2 completions of 8 tokens, one step plus one per
+    curriculum step stage (stage k begins at step k), every task held out at least once for
+    validation and for testing (two items at least: contrastive tasks pair them)."""
     config = json.loads(json.dumps(config))  # a deep copy
     config["model"]["init_args"]["pretrained"] = tiny_checkpoint(config["model"])
     trainer = config["trainer"]
-    stages = [s for c in trainer.get("callbacks", []) for s in c.get("init_args", {}).get("stages", [])
-              if "step" in s]
+    stages = [s for c in trainer.get("callbacks", []) for s in c.get("init_args", {}).get("stages", []) if "step" in s]
     for k, stage in enumerate(stages, start=1):
         stage["step"] = k
     trainer |= {"accelerator": "cpu", "devices": 1, "max_steps": 1 + len(stages), "log_every_n_steps": 1}
@@ -101,8 +119,13 @@ def tiny_config(config: dict, folder: Path) -> dict:
     sources = data["source"] if isinstance(data["source"], list) else [data["source"]]
     tiny = [synthetic(s, folder) for s in sources]
     held_out = max(2, len(data["tasks"]))
-    data |= {"source": tiny if isinstance(data["source"], list) else tiny[0], "batch_size": 2,
-             "val_size": held_out, "test_size": held_out, "num_workers": 0}
+    data |= {
+        "source": tiny if isinstance(data["source"], list) else tiny[0],
+        "batch_size": 2,
+        "val_size": held_out,
+        "test_size": held_out,
+        "num_workers": 0,
+    }
     return config
 
 
@@ -115,7 +138,8 @@ def flat(tree, prefix: str = "") -> dict:
 
 
 def _same(a, b) -> bool:
-    """Equal, counting a YAML 1.1 string such as ``1e-6`` equal to the float the CLI parsed it as."""
+    """Equal, counting a YAML 1.1 string such as ``1e-6`` equal to the float the CLI parsed it
+    as."""
     try:
         return a == b or float(a) == float(b)
     except (TypeError, ValueError):
@@ -130,8 +154,14 @@ def runs(tmp_path_factory) -> Path:
         (folder := root / path.stem).mkdir()
         (folder / "config.yaml").write_text(yaml.safe_dump(tiny_config(load(path), folder), sort_keys=False))
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "tests.paper_configs", str(root)], cwd=root, env=env,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.paper_configs", str(root)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return root
 
@@ -147,8 +177,11 @@ def test_paper_config_runs_grpo_steps_at_tiny_scale(runs, path):
     (run,) = (folder / "runs" / "lightning_logs").iterdir()
     original, saved = load(path), yaml.safe_load((run / "config.yaml").read_text())
     kept, ran = flat(saved), flat(tiny_config(original, folder))
-    dropped = [p for p, v in flat(original).items()
-               if not any(fnmatch(p, o) for o in OVERRIDES) and not _same(v, kept.get(p, "<missing>"))]
+    dropped = [
+        p
+        for p, v in flat(original).items()
+        if not any(fnmatch(p, o) for o in OVERRIDES) and not _same(v, kept.get(p, "<missing>"))
+    ]
     assert not dropped, f"the tiny run changed recipe settings: {dropped}"
     assert _same(kept["trainer.max_steps"], ran["trainer.max_steps"])
     with open(run / "metrics.csv") as f:

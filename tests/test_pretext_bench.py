@@ -1,5 +1,6 @@
-"""The pretext benchmark: every task has levels, an export is self-contained and byte-reproducible, and reading
-it back (`datamodules.pretext_bench.PretextBench`, ``zoo test``) scores per task and level without regenerating."""
+"""The pretext benchmark: every task has levels, an export is self-contained and byte-reproducible,
+and reading it back (`datamodules.pretext_bench.PretextBench`, ``zoo test``) scores per task and
+level without regenerating."""
 
 import csv
 import json
@@ -30,19 +31,31 @@ from tests.helpers import discover, make_item
 from zoo.cli import main
 from zoo.tools.pretext_bench import export_benchmark, report
 
-# one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI, frame pairs)
-MIXED = ["jigsaw@3x3", "contrastive@strong", "temporal_jigsaw@4clips", "depth_order@3points",
-         "pointcloud_jigsaw@3slabs", "audio_jigsaw@4segments", "gui_inverse_dynamics@type",
-         "embodied_inverse_dynamics@default"]
+# one task level per modality the default sources cover (image, video, RGB-D, points, audio, GUI,
+# frame pairs)
+MIXED = [
+    "jigsaw@3x3",
+    "contrastive@strong",
+    "temporal_jigsaw@4clips",
+    "depth_order@3points",
+    "pointcloud_jigsaw@3slabs",
+    "audio_jigsaw@4segments",
+    "gui_inverse_dynamics@type",
+    "embodied_inverse_dynamics@default",
+]
 
 
 LEVELLED = levelled_tasks()
 
 
 def unlevelled(classes: list[type]) -> list[str]:
-    """Task classes without a levels table, or with none though a default (synthetic) source makes their items."""
-    return [cls.__name__ for cls in classes if not isinstance(getattr(cls, "levels", None), dict)
-            or (not cls.levels and cls.modality in DEFAULT_SOURCES)]
+    """Task classes without a levels table, or with none though a default (synthetic) source makes
+    their items."""
+    return [
+        cls.__name__
+        for cls in classes
+        if not isinstance(getattr(cls, "levels", None), dict) or (not cls.levels and cls.modality in DEFAULT_SOURCES)
+    ]
 
 
 def test_every_task_states_its_levels():
@@ -72,7 +85,10 @@ def test_every_level_makes_examples_a_perfect_answer_solves(cls):
 
 def test_level_arguments_put_the_level_over_the_common_options():
     assert tasks.Jigsaw.level_arguments("3x3", answer_format="bare", rows=9) == {
-        "answer_format": "bare", "rows": 3, "cols": 3}
+        "answer_format": "bare",
+        "rows": 3,
+        "cols": 3,
+    }
     with pytest.raises(KeyError, match="5x5"):
         tasks.Jigsaw.level_arguments("5x5")
     with pytest.raises(KeyError, match="labelled"):
@@ -92,8 +108,10 @@ def test_the_default_sources_serve_every_level(tmp_path):
 
 def test_select_by_name_level_and_id():
     assert select(["jigsaw"]) == [(tasks.Jigsaw, "2x2"), (tasks.Jigsaw, "3x3"), (tasks.Jigsaw, "4x4")]
-    assert select(["Jigsaw", "temporal_jigsaw"], ["3x3", "6clips"]) == [(tasks.Jigsaw, "3x3"),
-                                                                         (tasks.TemporalJigsaw, "6clips")]
+    assert select(["Jigsaw", "temporal_jigsaw"], ["3x3", "6clips"]) == [
+        (tasks.Jigsaw, "3x3"),
+        (tasks.TemporalJigsaw, "6clips"),
+    ]
     assert select(["depth_order@6points"]) == [(tasks.DepthOrder, "6points")]
     with pytest.raises(ValueError, match="jigsaw@5x5"):
         select(["jigsaw@5x5"])
@@ -132,7 +150,8 @@ def test_export_writes_a_manifest_and_reads_back_the_same_examples(mixed):
         spec = entry["source"]
         task = bench.tasks[name]
         assert spec == default_source_spec(task.modality, 0)
-        # regenerate in memory: the read-back prompt, truth and every medium equal what the task made
+        # regenerate in memory: the read-back prompt, truth and every medium equal what the task
+        # made
         data = held_out(type(task)(**entry["task"]["init_args"]), build_source(spec), 3, 0)
         made = [ex for batch in data.val_dataloader() for ex in batch]
         for i, original in enumerate(made):
@@ -140,16 +159,22 @@ def test_export_writes_a_manifest_and_reads_back_the_same_examples(mixed):
             assert back.task == name and back.prompt_text == original.prompt_text
             assert json.dumps(back.answer) == json.dumps(original.answer)
             assert json.dumps(back.meta, sort_keys=True) == json.dumps(original.meta, sort_keys=True)
-            pairs = [(p, q) for m, n in zip(original.messages, back.messages, strict=True)
-                     for p, q in zip(m["content"], n["content"], strict=True)]
+            pairs = [
+                (p, q)
+                for m, n in zip(original.messages, back.messages, strict=True)
+                for p, q in zip(m["content"], n["content"], strict=True)
+            ]
             assert all(p.keys() == q.keys() and all(_same(p[k], q[k]) for k in p) for p, q in pairs), name
 
 
 def test_a_perfect_completion_scores_one_and_a_wrong_one_zero_through_the_read_back(mixed):
     bench = PretextBench(str(mixed), tasks=["jigsaw", "audio_jigsaw@4segments", "gui_inverse_dynamics"])
     assert sorted(bench.tasks) == ["audio_jigsaw@4segments", "gui_inverse_dynamics@type", "jigsaw@3x3"]
-    lines = {json.loads(line)["uid"]: json.loads(line) for name in bench.tasks
-             for line in (mixed / name / "examples.jsonl").read_text().splitlines()}
+    lines = {
+        json.loads(line)["uid"]: json.loads(line)
+        for name in bench.tasks
+        for line in (mixed / name / "examples.jsonl").read_text().splitlines()
+    }
     examples = [ex for batch in bench.test_dataloader() for ex in batch]
     assert len(examples) == 9
     for example in examples:
@@ -169,9 +194,23 @@ def test_the_same_seed_exports_byte_identical_files_and_another_seed_differs(mix
 
 
 def test_a_source_option_replaces_the_default_of_its_modality(tmp_path):
-    spec = '{class_path: SyntheticScenes, init_args: {image_size: 64, seed: 5}}'
-    main(["pretext-bench", "export", "--out", str(tmp_path), "--tasks", "[rotation@4way]", "--n", "2", "--source+",
-          spec, "--answer_format", "bare"])
+    spec = "{class_path: SyntheticScenes, init_args: {image_size: 64, seed: 5}}"
+    main(
+        [
+            "pretext-bench",
+            "export",
+            "--out",
+            str(tmp_path),
+            "--tasks",
+            "[rotation@4way]",
+            "--n",
+            "2",
+            "--source+",
+            spec,
+            "--answer_format",
+            "bare",
+        ]
+    )
     entry = json.loads((tmp_path / "manifest.json").read_text())["sets"]["rotation@4way"]
     assert entry["source"] == {"class_path": "SyntheticScenes", "init_args": {"image_size": 64, "seed": 5}}
     assert entry["task"]["init_args"]["answer_format"] == "bare"
@@ -196,8 +235,13 @@ def test_corrupt_missing_and_altered_files_are_skipped_counted_and_logged(mixed,
     with caplog.at_level(logging.WARNING):
         bench = PretextBench(str(root), batch_size=4)
         uids = [ex.uid for batch in bench.test_dataloader() for ex in batch]
-    assert dict(bench.skipped) == {"jigsaw@3x3": 1, "audio_jigsaw@4segments": 1, "temporal_jigsaw@4clips": 1,
-                                   "pointcloud_jigsaw@3slabs": 1, "embodied_inverse_dynamics@default": 3}
+    assert dict(bench.skipped) == {
+        "jigsaw@3x3": 1,
+        "audio_jigsaw@4segments": 1,
+        "temporal_jigsaw@4clips": 1,
+        "pointcloud_jigsaw@3slabs": 1,
+        "embodied_inverse_dynamics@default": 3,
+    }
     assert len(uids) == 3 * len(MIXED) - 6 and "jigsaw@3x3:0" not in uids and "jigsaw@3x3:1" in uids
     logged = caplog.text
     assert "000000-0.png" in logged and "000001-0.wav" in logged and "sha256" in logged and "line 4" in logged
@@ -243,10 +287,25 @@ def test_zoo_test_on_an_export_logs_accuracy_per_task_and_level(mixed, tmp_path,
     config = str(Path(__file__).parents[1] / "configs" / "eval" / "pretext_bench.yaml")
     assert parse(config).config.data.class_path == "datamodules.pretext_bench.PretextBench"
     monkeypatch.chdir(tmp_path)
-    cli(["test", "--config", config, "--data.init_args.path", str(mixed), "--data.init_args.tasks",
-         "[jigsaw, temporal_jigsaw, audio_jigsaw]", "--model.init_args.pretrained", "tiny:qwen2_5_vl",
-         "--trainer.accelerator", "cpu", "--trainer.strategy.init_args.max_new_tokens", "2",
-         "--trainer.enable_progress_bar", "false"])
+    cli(
+        [
+            "test",
+            "--config",
+            config,
+            "--data.init_args.path",
+            str(mixed),
+            "--data.init_args.tasks",
+            "[jigsaw, temporal_jigsaw, audio_jigsaw]",
+            "--model.init_args.pretrained",
+            "tiny:qwen2_5_vl",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.strategy.init_args.max_new_tokens",
+            "2",
+            "--trainer.enable_progress_bar",
+            "false",
+        ]
+    )
     (run,) = (tmp_path / "runs" / "lightning_logs").iterdir()
     with open(run / "metrics.csv") as f:
         (logged,) = list(csv.DictReader(f))

@@ -1,5 +1,5 @@
-"""Untrusted inputs: model output and data files are never executed, remote code is opt-in, checkpoints load
-without pickled code, and nothing reaches the network at import time."""
+"""Untrusted inputs: model output and data files are never executed, remote code is opt-in,
+checkpoints load without pickled code, and nothing reaches the network at import time."""
 
 import ast
 import os
@@ -20,7 +20,8 @@ def calls(path: Path):
 
 
 def _dotted(func: ast.expr) -> str:
-    """``eval`` for a bare name, ``torch.load`` for a module attribute, ``?.eval`` for a method call."""
+    """``eval`` for a bare name, ``torch.load`` for a module attribute, ``?.eval`` for a method
+    call."""
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):
@@ -32,8 +33,7 @@ def _dotted(func: ast.expr) -> str:
 def test_no_code_execution_from_data(path):
     for name, keywords, line in calls(path):
         where = f"{path.relative_to(ROOT)}:{line}"
-        assert name not in {"eval", "exec", "compile", "pickle.load", "pickle.loads", "yaml.load",
-                            "os.system"}, where
+        assert name not in {"eval", "exec", "compile", "pickle.load", "pickle.loads", "yaml.load", "os.system"}, where
         if name == "torch.load":
             value = keywords.get("weights_only")
             assert isinstance(value, ast.Constant) and value.value is True, f"{where}: weights_only=True"
@@ -44,13 +44,18 @@ def test_no_code_execution_from_data(path):
 
 
 def test_nothing_reaches_the_network_at_import():
-    guard = ("import socket\n"
-             "def refuse(*a, **k): raise SystemExit('network access at import: %r' % (a,))\n"
-             "socket.socket.connect = refuse; socket.create_connection = refuse; socket.getaddrinfo = refuse\n")
-    imports = "import zoo, zoo.cli, tasks, datamodules, callbacks, pkgutil, importlib\n" \
-              "for pkg in (zoo, tasks, datamodules, callbacks):\n" \
-              "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'): importlib.import_module(m.name)\n"
+    guard = (
+        "import socket\n"
+        "def refuse(*a, **k): raise SystemExit('network access at import: %r' % (a,))\n"
+        "socket.socket.connect = refuse; socket.create_connection = refuse; socket.getaddrinfo = refuse\n"
+    )
+    imports = (
+        "import zoo, zoo.cli, tasks, datamodules, callbacks, pkgutil, importlib\n"
+        "for pkg in (zoo, tasks, datamodules, callbacks):\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'): importlib.import_module(m.name)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    result = subprocess.run([sys.executable, "-c", guard + imports], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", guard + imports], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,5 +1,6 @@
-"""The self-reward and difficulty configs run GRPO steps on their tiny models from the command line, logging the
-self-reward beside the true accuracy (and, for the difficulty sampler, weighting the next epoch)."""
+"""The self-reward and difficulty configs run GRPO steps on their tiny models from the command line,
+logging the self-reward beside the true accuracy (and, for the difficulty sampler, weighting the
+next epoch)."""
 
 from pathlib import Path
 
@@ -9,13 +10,31 @@ import torch
 from zoo.cli import cli
 
 CONFIGS = Path(__file__).parents[1] / "configs"
-TINY = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.logger", "false",
-        "--trainer.enable_checkpointing", "false", "--validate_before_fit", "false",
-        "--trainer.strategy.init_args.num_generations", "2", "--data.init_args.batch_size", "2",
-        "--data.init_args.val_size", "2", "--rollouts.every_n_steps", "0"]
-CASES = [("self_reward_majority.yaml", "rotation", "label_accuracy"),
-         ("self_reward_coreward.yaml", "rotation", "label_accuracy"),
-         ("self_reward_gui.yaml", "gui_grounding", "consensus")]
+TINY = [
+    "--trainer.max_steps",
+    "2",
+    "--trainer.val_check_interval",
+    "2",
+    "--trainer.logger",
+    "false",
+    "--trainer.enable_checkpointing",
+    "false",
+    "--validate_before_fit",
+    "false",
+    "--trainer.strategy.init_args.num_generations",
+    "2",
+    "--data.init_args.batch_size",
+    "2",
+    "--data.init_args.val_size",
+    "2",
+    "--rollouts.every_n_steps",
+    "0",
+]
+CASES = [
+    ("self_reward_majority.yaml", "rotation", "label_accuracy"),
+    ("self_reward_coreward.yaml", "rotation", "label_accuracy"),
+    ("self_reward_gui.yaml", "gui_grounding", "consensus"),
+]
 
 
 def fit(config: str, *extra: str):
@@ -36,8 +55,15 @@ def test_a_self_reward_config_trains_and_logs_the_truth_beside_it(config, task, 
 
 def test_the_difficulty_config_weights_the_second_epoch(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    trainer = fit("difficulty_demo.yaml", "--data.init_args.epoch_size", "2", "--trainer.max_steps", "3",
-                  "--data.init_args.source.init_args.size", "16")
+    trainer = fit(
+        "difficulty_demo.yaml",
+        "--data.init_args.epoch_size",
+        "2",
+        "--trainer.max_steps",
+        "3",
+        "--data.init_args.source.init_args.size",
+        "16",
+    )
     [sampler] = [c for c in trainer.callbacks if type(c).__name__ == "DifficultySampler"]
     epoch, weights = sampler.current
     assert trainer.global_step == 3 and epoch == 3 and len(weights["image"]) == 14

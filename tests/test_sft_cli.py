@@ -1,8 +1,9 @@
-"""SFT through the CLI learns, and `zoo chain` runs SFT then GRPO on a second task from the SFT weights.
+"""SFT through the CLI learns, and `zoo chain` runs SFT then GRPO on a second task from the SFT
+weights.
 
 One chain run (about a minute on 2 cores) backs every test here: its SFT stage is `zoo fit --config
-configs/sft/rotation.yaml` unchanged (a tiny random-init model from chance to >= 0.9 held-out accuracy), its GRPO
-stage two steps of configs/sft/jigsaw_pair_grpo.yaml.
+configs/sft/rotation.yaml` unchanged (a tiny random-init model from chance to >= 0.9 held-out
+accuracy), its GRPO stage two steps of configs/sft/jigsaw_pair_grpo.yaml.
 """
 
 import csv
@@ -20,14 +21,23 @@ from tests.test_configs import parse_args
 from zoo.chain import load_chain
 
 ROOT = Path(__file__).parents[1]
-SHORT_GRPO = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--data.init_args.val_size", "16",
-              "--rollouts.every_n_steps", "0"]
+SHORT_GRPO = [
+    "--trainer.max_steps",
+    "2",
+    "--trainer.val_check_interval",
+    "2",
+    "--data.init_args.val_size",
+    "16",
+    "--rollouts.every_n_steps",
+    "0",
+]
 
 
 def zoo(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "zoo", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result
 
@@ -41,8 +51,10 @@ def validations(folder: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("chain")
-    stages = [{"name": "sft", "config": str(ROOT / "configs/sft/rotation.yaml")},
-              {"name": "grpo", "config": str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"), "args": SHORT_GRPO}]
+    stages = [
+        {"name": "sft", "config": str(ROOT / "configs/sft/rotation.yaml")},
+        {"name": "grpo", "config": str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"), "args": SHORT_GRPO},
+    ]
     (cwd / "chain.yaml").write_text(yaml.safe_dump({"out": "out", "stages": stages}))
     return cwd, zoo("chain", "--config", "chain.yaml", cwd=cwd)
 
@@ -62,8 +74,9 @@ def test_grpo_stage_starts_from_the_sft_weights_and_every_stage_keeps_its_output
     out = (cwd / "out").resolve()
     config = yaml.safe_load(next((out / "grpo").glob("lightning_logs/*/config.yaml")).read_text())
     assert config["model"]["init_args"]["pretrained"] == str(out / "sft" / "model")
-    # the cold start taught the answer format (a letter, then the end of the turn): the GRPO stage's first
-    # validation, before any GRPO step, earns the format reward (0.5) that a random-init model does not
+    # the cold start taught the answer format (a letter, then the end of the turn): the GRPO stage's
+    # first validation, before any GRPO step, earns the format reward (0.5) that a random-init model
+    # does not
     start = validations(out / "grpo")[0]
     assert start["step"] == "0" and float(start["val/jigsaw_pair/reward"]) >= 0.4
     summary = json.loads((out / "chain.json").read_text())
@@ -82,10 +95,20 @@ def test_a_checkpoint_as_pretrained_starts_from_its_weights(chain, tmp_path):
 
     cwd, _ = chain
     ckpt = cwd / "out" / "sft" / "checkpoints" / "last.ckpt"
-    # the one line a GRPO config needs: where the run is composed, the checkpoint is exported once and loaded
-    composed = cli(["fit", "--config", str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"),
-                    "--model.init_args.pretrained", str(ckpt), "--trainer.default_root_dir", str(tmp_path)],
-                   run=False)
+    # the one line a GRPO config needs: where the run is composed, the checkpoint is exported once
+    # and loaded
+    composed = cli(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"),
+            "--model.init_args.pretrained",
+            str(ckpt),
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ],
+        run=False,
+    )
     policy = composed.model
     policy.configure_model()
     trained = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
@@ -115,12 +138,15 @@ def test_every_chain_file_names_stage_configs_that_parse(path):
         parse_args(["--config", stage["config"], *stage["args"]])
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"stages": []}, "non-empty 'stages'"),
-    ({"stages": [{"name": "a b", "config": "x.yaml"}]}, "unique name"),
-    ({"stages": [{"name": "a", "config": "missing.yaml"}]}, "no existing config"),
-    ({"stages": [{"name": "a", "config": "ok.yaml", "args": "--x"}]}, "list of strings"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"stages": []}, "non-empty 'stages'"),
+        ({"stages": [{"name": "a b", "config": "x.yaml"}]}, "unique name"),
+        ({"stages": [{"name": "a", "config": "missing.yaml"}]}, "no existing config"),
+        ({"stages": [{"name": "a", "config": "ok.yaml", "args": "--x"}]}, "list of strings"),
+    ],
+)
 def test_a_bad_chain_file_is_a_clear_error(tmp_path, spec, message):
     (tmp_path / "ok.yaml").write_text("{}")
     (tmp_path / "chain.yaml").write_text(yaml.safe_dump(spec))

@@ -1,7 +1,9 @@
-"""SFT over DDP and FSDP2 (2 processes, gloo) makes the update of one process holding the same global batch.
+"""SFT over DDP and FSDP2 (2 processes, gloo) makes the update of one process holding the same
+global batch.
 
-Demonstrations of different lengths ("0" to "270" degrees) and plain SGD (the update is the gradient, so a wrong
-normaliser shows; Adam's first step would hide its scale) make a per-rank token mean fail this test.
+Demonstrations of different lengths ("0" to "270" degrees) and plain SGD (the update is the
+gradient, so a wrong normaliser shows; Adam's first step would hide its scale) make a per-rank token
+mean fail this test.
 """
 
 import os
@@ -14,16 +16,33 @@ import torch
 from zoo.checkpoints import read_checkpoint
 
 ROOT = Path(__file__).parents[1]
-COMMON = ["--trainer.max_steps", "2", "--validate_before_fit", "false", "--data.init_args.val_size", "0",
-          "--rollouts.every_n_steps", "0", "--trainer.strategy.init_args.max_grad_norm", "null",
-          "--trainer.strategy.init_args.micro_batch_size", "1"]
+COMMON = [
+    "--trainer.max_steps",
+    "2",
+    "--validate_before_fit",
+    "false",
+    "--data.init_args.val_size",
+    "0",
+    "--rollouts.every_n_steps",
+    "0",
+    "--trainer.strategy.init_args.max_grad_norm",
+    "null",
+    "--trainer.strategy.init_args.micro_batch_size",
+    "1",
+]
 
 
 def run(config: Path, cwd: Path, *args: str) -> dict:
     cwd.mkdir()
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "zoo", "fit", "--config", str(config), *COMMON, *args], cwd=cwd,
-                            env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "fit", "--config", str(config), *COMMON, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     (ckpt,) = cwd.glob("runs/lightning_logs/*/checkpoints/*.ckpt")
     return read_checkpoint(ckpt)["state_dict"]

@@ -1,8 +1,9 @@
-"""zoo: multimodal policies as LightningModules, GRPO and SFT as Lightning strategies, offline tiny models.
+"""zoo: multimodal policies as LightningModules, GRPO and SFT as Lightning strategies, offline tiny
+models.
 
-Every module is imported here and its classes re-exported (``zoo.QwenVLPolicy`` on the command line), a new
-policy family file included. Left out: the CLI (it imports `callbacks`, which import `zoo.grpo`) and the
-command-line tools (`zoo.tools`), which nothing builds from a config.
+Every module is imported here and its classes re-exported (``zoo.QwenVLPolicy`` on the command
+line), a new policy family file included. Left out: the CLI (it imports `callbacks`, which import
+`zoo.grpo`) and the command-line tools (`zoo.tools`), which nothing builds from a config.
 """
 
 from tasks.discovery import export_submodules

@@ -1,8 +1,9 @@
 """Processor outputs that can be re-indexed by prompt row without mixing up media tensors.
 
-Processors flatten the media of a batch (Qwen-VL: ``pixel_values`` holds the patches of every image, one
-``image_grid_thw`` row per image). Repeating prompts G times or cutting micro-batches must move each prompt's
-own patches along with it; getting this wrong is the most common VLM-GRPO bug (PEERS.md, section 0.3).
+Processors flatten the media of a batch (Qwen-VL: ``pixel_values`` holds the patches of every image,
+one ``image_grid_thw`` row per image). Repeating prompts G times or cutting micro-batches must move
+each prompt's own patches along with it; getting this wrong is the most common VLM-GRPO bug
+(PEERS.md, section 0.3).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ class MediaSpec:
         flat: Key whose rows are the concatenated patches of all items, or None.
         grid: Key in ``per_item`` whose row product is the number of ``flat`` rows of each item.
         per_row: Keys with one entry per prompt, padded over that prompt's items (Idefics3's
-            ``pixel_values`` ``[B, max crops, 3, H, W]``); left out when the selected prompts hold no item.
-        counts: Key that gets the number of items of each selected prompt holding any (LLaVA-OneVision's
-            ``batch_num_images``), or None.
+            ``pixel_values`` ``[B, max crops, 3, H, W]``); left out when the selected prompts hold
+            no item.
+        counts: Key that gets the number of items of each selected prompt holding any
+            (LLaVA-OneVision's ``batch_num_images``), or None.
     """
 
     per_item: tuple[str, ...] = ()
@@ -71,7 +73,8 @@ class PromptBatch:
         return out
 
     def media(self, kind: str, rows: list[int]) -> dict[str, Tensor]:
-        """Only the ``kind`` media tensors of prompts ``rows``; empty when those prompts hold no such item."""
+        """Only the ``kind`` media tensors of prompts ``rows``; empty when those prompts hold no
+        such item."""
         spec = self.specs.get(kind)
         if spec is None or not any(key in self.tensors for key in spec.keys):
             return {}
@@ -89,7 +92,7 @@ class PromptBatch:
         if spec.flat is not None:
             sizes = self.tensors[spec.grid].prod(-1).tolist()  # flat rows per item
             starts = [0, *torch.tensor(sizes).cumsum(0).tolist()]
-            pieces = [self.tensors[spec.flat][starts[i]:starts[i + 1]] for i in item_ids]
+            pieces = [self.tensors[spec.flat][starts[i] : starts[i + 1]] for i in item_ids]
             out[spec.flat] = torch.cat(pieces)
         return out
 

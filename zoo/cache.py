@@ -1,6 +1,7 @@
-"""zoo's cache of built models (``$ZOO_CACHE``, by default ``~/.cache/zoo``): tiny random-init models, exported
-checkpoints. Each entry is built once into a temporary folder beside it and renamed into place, so concurrent
-builders (DDP ranks, parallel test workers) race safely and a killed build never leaves a half entry."""
+"""zoo's cache of built models (``$ZOO_CACHE``, by default ``~/.cache/zoo``): tiny random-init
+models, exported checkpoints. Each entry is built once into a temporary folder beside it and renamed
+into place, so concurrent builders (DDP ranks, parallel test workers) race safely and a killed build
+never leaves a half entry."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ def cache_root() -> Path:
 
 
 def build_once(target: Path, build: Callable[[Path], object]) -> Path:
-    """``target``, a model directory: built by ``build(folder)`` the first time (a directory without a
-    ``config.json`` counts as not built), then published atomically."""
+    """``target``, a model directory: built by ``build(folder)`` the first time (a directory without
+    a ``config.json`` counts as not built), then published atomically."""
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,9 @@
-"""``zoo chain --config <chain.yaml>``: training stages one after another, each starting from the weights the one
-before it ended with (an SFT cold start, then GRPO), every stage keeping its own checkpoints, logs and metrics.
+"""``zoo chain --config <chain.yaml>``: training stages one after another, each starting from the
+weights the one before it ended with (an SFT cold start, then GRPO), every stage keeping its own
+checkpoints, logs and metrics.
 
-A chain file names the stages, in order; each is a ``zoo fit`` config (a path relative to the chain file) with
+A chain file names the stages, in order; each is a ``zoo fit`` config (a path relative to the chain
+file) with
 optional extra command-line arguments::
 
     out: runs/cold_start
@@ -9,12 +11,12 @@ optional extra command-line arguments::
       - {name: sft, config: ../sft/rotation.yaml}
       - {name: grpo, config: ../quickstart.yaml, args: [--trainer.max_steps, "200"]}
 
-Stage ``k`` runs as its own ``zoo fit`` process (any launcher, device count and strategy work as they do for
-``zoo fit``) writing under ``<out>/<name>/``: logs and ``metrics.json``, ``checkpoints/last.ckpt`` (its final
-weights) and ``model/`` (those weights exported, `zoo.export`); stage ``k + 1`` gets
-``--model.init_args.pretrained <out>/<name of k>/model``. A stage whose ``model/`` exists is not run again, so a
-chain that stopped resumes at the stage that did not finish. ``<out>/chain.json`` lists every stage's paths and
-final held-out metrics.
+Stage ``k`` runs as its own ``zoo fit`` process (any launcher, device count and strategy work as
+they do for ``zoo fit``) writing under ``<out>/<name>/``: logs and ``metrics.json``,
+``checkpoints/last.ckpt`` (its final weights) and ``model/`` (those weights exported, `zoo.export`);
+stage ``k + 1`` gets ``--model.init_args.pretrained <out>/<name of k>/model``. A stage whose
+``model/`` exists is not run again, so a chain that stopped resumes at the stage that did not
+finish. ``<out>/chain.json`` lists every stage's paths and final held-out metrics.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from zoo.export import export
 
 
 def load_chain(path: str) -> tuple[Path, list[dict]]:
-    """The output folder and the stages of a chain file, checked (names unique and path-safe, configs exist)."""
+    """The output folder and the stages of a chain file, checked (names unique and path-safe,
+    configs exist)."""
     file = Path(path)
     spec = yaml.safe_load(file.read_text()) if file.is_file() else None
     if not isinstance(spec, dict) or not isinstance(spec.get("stages"), list) or not spec["stages"]:
@@ -52,22 +55,38 @@ def load_chain(path: str) -> tuple[Path, list[dict]]:
 
 
 def stage_command(stage: dict, folder: Path, start: Path | None) -> list[str]:
-    """The ``zoo fit`` command of a stage: its config and arguments, its outputs under ``folder``, its final
-    weights checkpointed (``last.ckpt``), and its start from ``start`` (the previous stage's export)."""
-    command = [sys.executable, "-m", "zoo", "fit", "--config", stage["config"], *stage["args"],
-               "--trainer.default_root_dir", str(folder), "--trainer.callbacks+=callbacks.Checkpoints",
-               "--trainer.callbacks.dirpath", str(folder / "checkpoints"), "--trainer.callbacks.save_last", "true"]
+    """The ``zoo fit`` command of a stage: its config and arguments, its outputs under ``folder``,
+    its final weights checkpointed (``last.ckpt``), and its start from ``start`` (the previous
+    stage's export)."""
+    command = [
+        sys.executable,
+        "-m",
+        "zoo",
+        "fit",
+        "--config",
+        stage["config"],
+        *stage["args"],
+        "--trainer.default_root_dir",
+        str(folder),
+        "--trainer.callbacks+=callbacks.Checkpoints",
+        "--trainer.callbacks.dirpath",
+        str(folder / "checkpoints"),
+        "--trainer.callbacks.save_last",
+        "true",
+    ]
     return command + (["--model.init_args.pretrained", str(start)] if start else [])
 
 
 def latest_metrics(folder: Path) -> dict:
-    """The metrics of the stage's latest evaluation (``metrics.json`` of its newest run), or {} without one."""
+    """The metrics of the stage's latest evaluation (``metrics.json`` of its newest run), or {}
+    without one."""
     found = sorted(folder.glob("**/metrics.json"), key=lambda p: p.stat().st_mtime)
     return json.loads(found[-1].read_text()).get("metrics", {}) if found else {}
 
 
 def run_chain(path: str, out: str | None = None) -> list[dict]:
-    """Run the stages of a chain file in order; returns (and writes to ``<out>/chain.json``) what each left."""
+    """Run the stages of a chain file in order; returns (and writes to ``<out>/chain.json``) what
+    each left."""
     root, stages = load_chain(path)
     root, start, done = (Path(out) if out else root).resolve(), None, []
     for stage in stages:
@@ -78,12 +97,21 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
         else:
             print(f"[zoo] chain: stage {stage['name']} starts from {start or 'its config'}", flush=True)
             if subprocess.run(stage_command(stage, folder, start)).returncode != 0:
-                raise SystemExit(f"[zoo] chain: stage {stage['name']} failed; fix it and run the chain again "
-                                 "(finished stages are kept)")
+                raise SystemExit(
+                    f"[zoo] chain: stage {stage['name']} failed; fix it and run the chain again "
+                    "(finished stages are kept)"
+                )
             export(folder / "checkpoints" / "last.ckpt", model)
-        done.append({"name": stage["name"], "config": stage["config"], "started_from": str(start or ""),
-                     "checkpoint": str(folder / "checkpoints" / "last.ckpt"), "model": str(model),
-                     "metrics": latest_metrics(folder)})
+        done.append(
+            {
+                "name": stage["name"],
+                "config": stage["config"],
+                "started_from": str(start or ""),
+                "checkpoint": str(folder / "checkpoints" / "last.ckpt"),
+                "model": str(model),
+                "metrics": latest_metrics(folder),
+            }
+        )
         start = model
     root.mkdir(parents=True, exist_ok=True)
     (root / "chain.json").write_text(json.dumps(done, indent=1))
@@ -91,13 +119,14 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
 
 
 def chain(*, config: str, out: str | None = None) -> None:
-    """Train stages in order, each from the weights the one before ended with (an SFT cold start, then GRPO).
+    """Train stages in order, each from the weights the one before ended with (an SFT cold start,
+    then GRPO).
 
     A stage that finished is not run again.
 
     Args:
-        config: The chain file: ``out`` (the folder of the stages' outputs) and ``stages``, each a ``zoo fit``
-            config with optional ``args`` (see `zoo.chain`).
+        config: The chain file: ``out`` (the folder of the stages' outputs) and ``stages``, each a
+            ``zoo fit`` config with optional ``args`` (see `zoo.chain`).
         out: Folder of the stages' outputs, instead of the chain file's ``out``.
     """
     for stage in run_chain(config, out):

@@ -1,8 +1,9 @@
-"""What a strategy needs from its data module, written as `typing.Protocol`s and checked once, in the strategy's
-``setup``, so a missing method is one line before any step runs, not an AttributeError mid-run.
+"""What a strategy needs from its data module, written as `typing.Protocol`s and checked once, in
+the strategy's ``setup``, so a missing method is one line before any step runs, not an
+AttributeError mid-run.
 
-`datamodules.PretextDataModule` meets every protocol here; a data module of a user's own meets the ones its
-strategy names (`zoo.training.ManualStep.data_needs`).
+`datamodules.PretextDataModule` meets every protocol here; a data module of a user's own meets the
+ones its strategy names (`zoo.training.ManualStep.data_needs`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ class Verifies(Protocol):
 
 @runtime_checkable
 class VerifiesGroups(Protocol):
-    """Rewards the G completions of each example together (self-rewards: a majority vote, a consistency check).
-    When a data module has it, it is used instead of `Verifies`."""
+    """Rewards the G completions of each example together (self-rewards: a majority vote, a
+    consistency check). When a data module has it, it is used instead of `Verifies`."""
 
     def verify_group(self, examples: list, completions: list[list[str]]) -> list[list[Any]]: ...
 
@@ -35,7 +36,8 @@ class Demonstrates(Protocol):
 
 @runtime_checkable
 class Refills(Protocol):
-    """Draws more prompts for a batch, as a pure function of the batch key and the round (dynamic sampling)."""
+    """Draws more prompts for a batch, as a pure function of the batch key and the round (dynamic
+    sampling)."""
 
     def refill(self, key: int, round: int) -> list: ...
 
@@ -67,31 +69,45 @@ class Need:
 
 
 def check_data(datamodule, needs: list[Need]) -> None:
-    """Raise `MissingDataMethod` with the first unmet need's message (and the data module's class)."""
+    """Raise `MissingDataMethod` with the first unmet need's message (and the data module's
+    class)."""
     for need in needs:
         if not any(isinstance(datamodule, protocol) for protocol in need.protocols):
             raise MissingDataMethod(f"{need.message}; got {type(datamodule).__name__}")
 
 
-#: Every strategy evaluates (validation during fit, ``zoo validate``, ``zoo test``) through one of these.
-REWARDS = Need((VerifiesGroups, Verifies), "zoo strategies need a data module with verify(example, completion) "
-               "(or verify_group), e.g. datamodules.PretextDataModule")
+#: Every strategy evaluates (validation during fit, ``zoo validate``, ``zoo test``) through one of
+#: these.
+REWARDS = Need(
+    (VerifiesGroups, Verifies),
+    "zoo strategies need a data module with verify(example, completion) "
+    "(or verify_group), e.g. datamodules.PretextDataModule",
+)
 #: SFT's targets, and the expert rows of SRFT and LUFFY.
-DEMONSTRATIONS = Need((Demonstrates,), "training on demonstrations needs a data module with "
-                      "demonstration(example), e.g. datamodules.PretextDataModule or "
-                      "datamodules.ConversationDataModule")
+DEMONSTRATIONS = Need(
+    (Demonstrates,),
+    "training on demonstrations needs a data module with "
+    "demonstration(example), e.g. datamodules.PretextDataModule or "
+    "datamodules.ConversationDataModule",
+)
 #: GRPO's dynamic sampling.
-REFILLS = Need((Refills,), "refill_rounds > 0 (dynamic sampling) needs a data module with refill(key, round), "
-               "e.g. datamodules.PretextDataModule")
+REFILLS = Need(
+    (Refills,),
+    "refill_rounds > 0 (dynamic sampling) needs a data module with refill(key, round), "
+    "e.g. datamodules.PretextDataModule",
+)
 
 #: `callbacks.Curriculum`'s stages.
-STAGES = Need((Staged,), "Curriculum needs a data module with curriculum stages (set_curriculum, set_stage_starts), "
-              "e.g. datamodules.PretextDataModule")
+STAGES = Need(
+    (Staged,),
+    "Curriculum needs a data module with curriculum stages (set_curriculum, set_stage_starts), "
+    "e.g. datamodules.PretextDataModule",
+)
 
 
 def verify(datamodule, rollout) -> list:
-    """One reward per row of ``rollout``: ``verify_group`` of each prompt's G completions when the data module
-    has it (self-rewards), else ``verify`` of each."""
+    """One reward per row of ``rollout``: ``verify_group`` of each prompt's G completions when the
+    data module has it (self-rewards), else ``verify`` of each."""
     if isinstance(datamodule, VerifiesGroups):
         g = rollout.num_generations
         groups = [rollout.completions[b * g : (b + 1) * g] for b in range(len(rollout.examples))]

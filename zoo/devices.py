@@ -1,5 +1,6 @@
-"""Where a zoo strategy runs, shared by GRPO and SFT: one device, or FSDP2 over every process. Each is a mixin
-that goes first in a strategy's bases (``class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy)``)."""
+"""Where a zoo strategy runs, shared by GRPO and SFT: one device, or FSDP2 over every process. Each
+is a mixin that goes first in a strategy's bases (``class GRPOStrategy(OneDevice, GRPOMixin,
+SingleDeviceStrategy)``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import torch
 
 
 class OneDevice:
-    """One device for a strategy over `SingleDeviceStrategy`: the given one, else the trainer's accelerator's
-    first; more than one device is refused with the name of the strategy to use instead (``parallel``)."""
+    """One device for a strategy over `SingleDeviceStrategy`: the given one, else the trainer's
+    accelerator's first; more than one device is refused with the name of the strategy to use
+    instead (``parallel``)."""
 
     parallel: ClassVar[str]
 
@@ -25,14 +27,17 @@ class OneDevice:
 
     def setup_environment(self) -> None:
         if self.parallel_devices and len(self.parallel_devices) > 1:
-            raise ValueError(f"{type(self).__name__} trains on one device but the trainer has "
-                             f"{len(self.parallel_devices)}; use {self.parallel}")
+            raise ValueError(
+                f"{type(self).__name__} trains on one device but the trainer has "
+                f"{len(self.parallel_devices)}; use {self.parallel}"
+            )
         super().setup_environment()
 
 
 class FSDP2:
-    """FSDP2 for a strategy over Lightning's `ModelParallelStrategy`: a data-parallel mesh over every process,
-    the policy's blocks sharded in ``configure_model`` with `fsdp_kwargs`, mixed precision by dtype name."""
+    """FSDP2 for a strategy over Lightning's `ModelParallelStrategy`: a data-parallel mesh over
+    every process, the policy's blocks sharded in ``configure_model`` with `fsdp_kwargs`, mixed
+    precision by dtype name."""
 
     def __init__(self, param_dtype: str | None = None, reduce_dtype: str | None = "float32", **kwargs):
         super().__init__(data_parallel_size="auto", tensor_parallel_size=1, **kwargs)
@@ -43,14 +48,14 @@ class FSDP2:
 
     @property
     def fsdp_kwargs(self) -> dict:
-        """Keyword arguments of ``fully_shard`` for the policy's blocks (the mixed-precision policy)."""
+        """Keyword arguments of ``fully_shard`` for the policy's blocks (the mixed-precision
+        policy)."""
         if self.param_dtype is None:
             return {}
         from torch.distributed.fsdp import MixedPrecisionPolicy
 
         reduce = getattr(torch, self.reduce_dtype) if self.reduce_dtype else None
-        return {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, self.param_dtype),
-                                                  reduce_dtype=reduce)}
+        return {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, self.param_dtype), reduce_dtype=reduce)}
 
     def setup_environment(self) -> None:
         self._data_parallel_size = self.world_size  # every process is a data-parallel shard

@@ -1,5 +1,6 @@
-"""One line for a user's mistake: which errors count as a bad configuration or input, and how `zoo.cli.main` words
-them (jsonargparse's nested reports and wrapped exceptions reduced to the key and the reason)."""
+"""One line for a user's mistake: which errors count as a bad configuration or input, and how
+`zoo.cli.main` words them (jsonargparse's nested reports and wrapped exceptions reduced to the key
+and the reason)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,36 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from zoo.data import MissingDataMethod
 
-#: Exceptions that mean a bad configuration, file or option (a bug raises other kinds, or inside a step).
-USER_ERRORS = (ValueError, OSError, ImportError, MisconfigurationException, argparse.ArgumentError,
-               MissingDataMethod)
-#: Functions whose failures happen while training or evaluating, not while setting up: their traceback is kept.
-STEP_FUNCTIONS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "backward",
-                            "optimizer_step"})
+#: Exceptions that mean a bad configuration, file or option (a bug raises other kinds, or inside a
+#: step).
+USER_ERRORS = (ValueError, OSError, ImportError, MisconfigurationException, argparse.ArgumentError, MissingDataMethod)
+#: Functions whose failures happen while training or evaluating, not while setting up: their
+#: traceback is kept.
+STEP_FUNCTIONS = frozenset(
+    {"training_step", "validation_step", "test_step", "predict_step", "backward", "optimizer_step"}
+)
 #: How jsonargparse begins the reports it wraps around the error of a class it could not build.
 _WRAPPERS = ("Does not validate against any of", "Problem with given class_path")
 #: Lines of jsonargparse's nested reports that describe the search, not the problem.
-_SCAFFOLD = ("Does not validate", "Subtypes:", "Errors:", "Given value", "Subclass types expect", "- a class path",
-             "- a dict", "Not a valid subclass", "Expected a path but")
+_SCAFFOLD = (
+    "Does not validate",
+    "Subtypes:",
+    "Errors:",
+    "Given value",
+    "Subclass types expect",
+    "- a class path",
+    "- a dict",
+    "Not a valid subclass",
+    "Expected a path but",
+)
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _CLASS = re.compile(r"Problem with given class_path '([^']+)'")
 
 
 def user_error(err: BaseException) -> str | None:
-    """The one line to print for ``err`` when it is a configuration or input mistake; None when a traceback
-    should show instead (other exception types, or anything raised inside a training or evaluation step)."""
+    """The one line to print for ``err`` when it is a configuration or input mistake; None when a
+    traceback should show instead (other exception types, or anything raised inside a training or
+    evaluation step)."""
     if not isinstance(err, USER_ERRORS) or _inside_a_step(err):
         return None
     cause = err
@@ -41,7 +54,8 @@ def user_error(err: BaseException) -> str | None:
 
 
 def condense(report: str) -> str:
-    """jsonargparse's report of a bad value, indented by nesting, as ``<keys> (<class>): <deepest reason>``."""
+    """jsonargparse's report of a bad value, indented by nesting, as ``<keys> (<class>): <deepest
+    reason>``."""
     lines = [line for line in report.splitlines() if line.strip()]
     if len(lines) == 1:
         return _KEY.sub(r"\1", lines[0].strip(), count=1)

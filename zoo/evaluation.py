@@ -1,8 +1,10 @@
-"""Held-out evaluation scores: per-example accuracy, reward and unbiased pass@k (Chen et al. 2021, "Evaluating
-Large Language Models Trained on Code"), and a torchmetrics metric that averages them per task over every rank.
+"""Held-out evaluation scores: per-example accuracy, reward and unbiased pass@k (Chen et al. 2021,
+"Evaluating Large Language Models Trained on Code"), and a torchmetrics metric that averages them
+per task over every rank.
 
-A completion is *correct* when its reward's ``accuracy`` part is 1 (full credit): for graded tasks (fraction in
-place, IoU, relative count error) partial credit counts towards ``accuracy`` but never towards pass@k.
+A completion is *correct* when its reward's ``accuracy`` part is 1 (full credit): for graded tasks
+(fraction in place, IoU, relative count error) partial credit counts towards ``accuracy`` but never
+towards pass@k.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ def is_correct(reward) -> bool:
 
 
 def pass_at_k(correct: Tensor, n: int, k: int) -> Tensor:
-    """Unbiased pass@k per example: the chance that k of the n samples, drawn without replacement, hold at least
-    one correct one, ``1 - C(n - c, k) / C(n, k)`` (exact integer binomials).
+    """Unbiased pass@k per example: the chance that k of the n samples, drawn without replacement,
+    hold at least one correct one, ``1 - C(n - c, k) / C(n, k)`` (exact integer binomials).
 
     Args:
         correct: Correct samples ``c`` of each example, ``[B]`` integers in ``[0, n]``.
@@ -37,14 +39,17 @@ def pass_at_k(correct: Tensor, n: int, k: int) -> Tensor:
 
 
 def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] | None) -> list[int]:
-    """The sorted pass@k values of an evaluation with ``n`` samples per example at ``temperature`` (None gives 1
-    and n); a ValueError naming the strategy setting when a value is out of range."""
+    """The sorted pass@k values of an evaluation with ``n`` samples per example at ``temperature``
+    (None gives 1 and n); a ValueError naming the strategy setting when a value is out of range."""
     ks = sorted({1, n}) if ks is None else sorted(set(ks))
     problems = [
         (n >= 1, f"eval_num_generations must be >= 1, got {n}"),
         (temperature >= 0, f"eval_temperature must be >= 0 (0 is greedy), got {temperature}"),
-        (temperature > 0 or n == 1, f"eval_num_generations={n} with eval_temperature=0: greedy decoding gives n "
-                                    "identical completions; set eval_temperature > 0 to sample"),
+        (
+            temperature > 0 or n == 1,
+            f"eval_num_generations={n} with eval_temperature=0: greedy decoding gives n "
+            "identical completions; set eval_temperature > 0 to sample",
+        ),
         (0 < top_p <= 1, f"eval_top_p must be in (0, 1], got {top_p}"),
         (all(1 <= k <= n for k in ks), f"eval_pass_k values must be in [1, eval_num_generations={n}], got {ks}"),
     ]
@@ -55,8 +60,9 @@ def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] 
 
 
 def example_scores(rewards: list, num_generations: int, ks: list[int]) -> dict[str, Tensor]:
-    """``accuracy`` and ``reward`` (means over each example's samples) and ``pass@<k>`` for each k, all ``[B]``,
-    from the ``B * num_generations`` rewards of a rollout (rows of one example contiguous)."""
+    """``accuracy`` and ``reward`` (means over each example's samples) and ``pass@<k>`` for each k,
+    all ``[B]``, from the ``B * num_generations`` rewards of a rollout (rows of one example
+    contiguous)."""
     accuracy = torch.tensor([r.parts.get("accuracy", 0.0) for r in rewards], dtype=torch.float64)  # [N]
     total = torch.tensor([r.total for r in rewards], dtype=torch.float64)  # [N]
     correct = torch.tensor([is_correct(r) for r in rewards]).view(-1, num_generations).sum(1)  # [B]
@@ -65,11 +71,13 @@ def example_scores(rewards: list, num_generations: int, ks: list[int]) -> dict[s
 
 
 class TaskMeans(Metric):
-    """Means of named per-example scores, overall and per task, summed over ranks by torchmetrics (a rank that
-    saw no example of a task contributes zeros, so every rank holds the same fixed-shape states).
+    """Means of named per-example scores, overall and per task, summed over ranks by torchmetrics (a
+    rank that saw no example of a task contributes zeros, so every rank holds the same fixed-shape
+    states).
 
     Args:
-        tasks: Task names to report separately; examples of other tasks count only in the overall means.
+        tasks: Task names to report separately; examples of other tasks count only in the overall
+            means.
         names: Score names (keys of `example_scores`).
     """
 
@@ -84,8 +92,9 @@ class TaskMeans(Metric):
 
     def update(self, tasks: list[str], scores: dict[str, Tensor]) -> None:
         values = torch.stack([scores[name] for name in self.names], dim=1).to(self.sums)  # [B, Q]
-        rows = torch.tensor([1 + self.tasks.index(t) if t in self.tasks else 0 for t in tasks],
-                            device=self.sums.device)  # [B]
+        rows = torch.tensor(
+            [1 + self.tasks.index(t) if t in self.tasks else 0 for t in tasks], device=self.sums.device
+        )  # [B]
         known = rows > 0
         self.sums[0] += values.sum(0)
         self.counts[0] += len(values)
@@ -93,8 +102,8 @@ class TaskMeans(Metric):
         self.counts.index_add_(0, rows[known], torch.ones_like(values[known, 0]))
 
     def compute(self) -> dict[str, float]:
-        """``<name>`` and ``<task>/<name>`` means, and ``examples`` / ``<task>/examples`` counts; tasks without
-        examples are left out."""
+        """``<name>`` and ``<task>/<name>`` means, and ``examples`` / ``<task>/examples`` counts;
+        tasks without examples are left out."""
         out = {}
         for row, prefix in enumerate(["", *(f"{t}/" for t in self.tasks)]):
             count = float(self.counts[row])
@@ -105,22 +114,31 @@ class TaskMeans(Metric):
 
 
 class Evaluation:
-    """How a strategy scores held-out examples (``validate``, ``test`` and the validations during ``fit``):
-    ``num_generations`` completions per example, greedy or sampled with a fixed seed, their rewards and
-    per-example scores (accuracy, reward, pass@k) that the metrics callback averages.
+    """How a strategy scores held-out examples (``validate``, ``test`` and the validations during
+    ``fit``): ``num_generations`` completions per example, greedy or sampled with a fixed seed,
+    their rewards and per-example scores (accuracy, reward, pass@k) that the metrics callback
+    averages.
 
     Args:
         num_generations: n, completions per example; each is one row of the predictions file.
-        temperature: 0 decodes greedily (then n must be 1); > 0 samples with noise seeded by ``seed`` and each
-            example's uid, so evaluating the same weights twice gives the same completions.
+        temperature: 0 decodes greedily (then n must be 1); > 0 samples with noise seeded by
+            ``seed`` and each example's uid, so evaluating the same weights twice gives the same
+            completions.
         top_p: Nucleus threshold of sampled evaluation.
         seed: Fixed seed of sampled evaluation (independent of the run's seed and step).
         pass_k: k values of pass@k, each in ``[1, n]``; None reports pass@1 and pass@n.
         max_new_tokens: Completion length limit.
     """
 
-    def __init__(self, num_generations: int, temperature: float, top_p: float, seed: int,
-                 pass_k: list[int] | None, max_new_tokens: int):
+    def __init__(
+        self,
+        num_generations: int,
+        temperature: float,
+        top_p: float,
+        seed: int,
+        pass_k: list[int] | None,
+        max_new_tokens: int,
+    ):
         self.pass_k = check_eval_settings(num_generations, temperature, top_p, pass_k)
         self.num_generations = num_generations
         self.temperature = temperature
@@ -135,19 +153,31 @@ class Evaluation:
 
     @property
     def settings(self) -> dict:
-        """The settings as the strategy options name them (recorded with ``zoo validate`` / ``zoo test``)."""
-        return {"eval_num_generations": self.num_generations, "eval_temperature": self.temperature,
-                "eval_top_p": self.top_p, "eval_seed": self.seed, "eval_pass_k": self.pass_k,
-                "max_new_tokens": self.max_new_tokens}
+        """The settings as the strategy options name them (recorded with ``zoo validate`` / ``zoo
+        test``)."""
+        return {
+            "eval_num_generations": self.num_generations,
+            "eval_temperature": self.temperature,
+            "eval_top_p": self.top_p,
+            "eval_seed": self.seed,
+            "eval_pass_k": self.pass_k,
+            "max_new_tokens": self.max_new_tokens,
+        }
 
     def step(self, module, batch: list) -> dict:
-        """The completions of ``batch`` under ``module`` (a `zoo.PolicyModule`), their rewards from the trainer's
-        data module and their per-example scores."""
+        """The completions of ``batch`` under ``module`` (a `zoo.PolicyModule`), their rewards from
+        the trainer's data module and their per-example scores."""
         n = self.num_generations
         if self.temperature == 0:
             rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
         else:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                    top_p=self.top_p, seed=self.seed)
+            rollout = module.sample(
+                batch,
+                n,
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+            )
         rewards = verify(module.trainer.datamodule, rollout)
         return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.pass_k)}

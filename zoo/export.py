@@ -1,6 +1,7 @@
-"""A training checkpoint as a Hugging Face directory (LoRA merged, processor and chat template included) that
-``from_pretrained`` and serving engines load: what ``zoo export`` writes, and what a checkpoint given as a
-policy's ``pretrained`` becomes where a run is composed (`zoo.cli`, `zoo.chain`)."""
+"""A training checkpoint as a Hugging Face directory (LoRA merged, processor and chat template
+included) that ``from_pretrained`` and serving engines load: what ``zoo export`` writes, and what a
+checkpoint given as a policy's ``pretrained`` becomes where a run is composed (`zoo.cli`,
+`zoo.chain`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from zoo.trust import plain_hparams, policy_class
 
 
 def policy_from_checkpoint(path: str | Path, allowed: Iterable[str] = ()) -> PolicyModule:
-    """Rebuild the policy a checkpoint was trained with (its class and hyperparameters) and load its weights.
+    """Rebuild the policy a checkpoint was trained with (its class and hyperparameters) and load its
+    weights.
 
     Args:
         path: The checkpoint.
-        allowed: Import paths of policy classes outside zoo that the checkpoint may name (`zoo.trust`).
+        allowed: Import paths of policy classes outside zoo that the checkpoint may name
+            (`zoo.trust`).
     """
     checkpoint = read_checkpoint(path)
     hparams = checkpoint.get("hyper_parameters") or {}
@@ -36,16 +39,16 @@ def policy_from_checkpoint(path: str | Path, allowed: Iterable[str] = ()) -> Pol
 
 
 def export(ckpt: str | Path, out: str | Path, allowed: Iterable[str] = ()) -> Path:
-    """Write the checkpoint's policy to ``out`` as a Hugging Face directory; returns ``out``. ``allowed``: see
-    `policy_from_checkpoint`."""
+    """Write the checkpoint's policy to ``out`` as a Hugging Face directory; returns ``out``.
+    ``allowed``: see `policy_from_checkpoint`."""
     policy = policy_from_checkpoint(ckpt, allowed)
     policy.save_pretrained(str(out))
     return Path(out)
 
 
 def as_pretrained(pretrained: str) -> str:
-    """A policy's ``pretrained`` as ``from_pretrained`` reads it: a checkpoint exported once (LoRA merged) to a
-    cache folder named after its path, size and time; anything else as it is."""
+    """A policy's ``pretrained`` as ``from_pretrained`` reads it: a checkpoint exported once (LoRA
+    merged) to a cache folder named after its path, size and time; anything else as it is."""
     if not is_checkpoint(pretrained):
         return pretrained
     path = Path(pretrained).expanduser().resolve()

@@ -1,8 +1,8 @@
 """LoRA adapters (PEFT) injected in place into a policy's model, chosen by module group.
 
 The model keeps its own class (no ``PeftModel`` wrapper), so `PolicyModule` code, module groups and
-``save_pretrained`` see the usual attribute paths. With the adapters switched off the model computes exactly
-its base weights: the KL reference without a second copy in memory.
+``save_pretrained`` see the usual attribute paths. With the adapters switched off the model computes
+exactly its base weights: the KL reference without a second copy in memory.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ class LoRA:
         rank: Rank r of each adapter.
         alpha: Scaling numerator: the update is ``alpha / rank * B @ A``.
         dropout: Dropout on the adapter input.
-        target_modules: Linear layers to adapt, by the last part of their name (``q_proj``, ``qkv``, ...);
-            None adapts every linear layer of the groups (the output head excepted).
+        target_modules: Linear layers to adapt, by the last part of their name (``q_proj``, ``qkv``,
+            ...); None adapts every linear layer of the groups (the output head excepted).
         groups: Module groups whose linear layers get adapters (see the policy's ``module_groups``):
-            the language model by default; add ``vision`` / ``aligner`` / ``audio`` to adapt those towers.
+            the language model by default; add ``vision`` / ``aligner`` / ``audio`` to adapt those
+            towers.
     """
 
     rank: int = 8
@@ -50,12 +51,18 @@ def target_names(model: nn.Module, groups: dict[str, list[nn.Module]], lora: LoR
         raise ValueError(f"unknown LoRA groups {sorted(unknown)}; the model has {sorted(groups)}")
     chosen = {id(m) for g in lora.groups for module in groups[g] for m in module.modules()}
     head = model.get_output_embeddings()
-    names = [name for name, m in model.named_modules()
-             if isinstance(m, nn.Linear) and id(m) in chosen and m is not head
-             and (lora.target_modules is None or name.rsplit(".", 1)[-1] in lora.target_modules)]
+    names = [
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear)
+        and id(m) in chosen
+        and m is not head
+        and (lora.target_modules is None or name.rsplit(".", 1)[-1] in lora.target_modules)
+    ]
     if not names:
-        raise ValueError(f"LoRA matched no linear layer in groups {lora.groups} with target_modules "
-                         f"{lora.target_modules}")
+        raise ValueError(
+            f"LoRA matched no linear layer in groups {lora.groups} with target_modules {lora.target_modules}"
+        )
     return names
 
 

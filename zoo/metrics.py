@@ -8,7 +8,8 @@ import torch.distributed as dist
 
 
 class Means:
-    """Accumulates ``sum`` and ``count`` per metric name; `result` averages over every rank's data."""
+    """Accumulates ``sum`` and ``count`` per metric name; `result` averages over every rank's
+    data."""
 
     def __init__(self):
         self.sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -20,7 +21,8 @@ class Means:
         entry[1] += count
 
     def add_rewards(self, prefix: str, tasks: list[str], rewards: list) -> None:
-        """``<prefix>/reward`` (mean total) and ``<prefix>/reward/<task>/<part>`` for each completion."""
+        """``<prefix>/reward`` (mean total) and ``<prefix>/reward/<task>/<part>`` for each
+        completion."""
         for task, reward in zip(tasks, rewards, strict=True):
             self.add(f"{prefix}/reward", reward.total)
             for part, value in reward.parts.items():
@@ -37,8 +39,8 @@ class Means:
 
 
 def gather_objects(obj) -> list:
-    """``obj`` of every rank, in rank order (``[obj]`` when not distributed; a collective call when it is:
-    every rank must call it)."""
+    """``obj`` of every rank, in rank order (``[obj]`` when not distributed; a collective call when
+    it is: every rank must call it)."""
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         everyone = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, obj)

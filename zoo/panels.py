@@ -1,6 +1,6 @@
-"""The pictures of what a policy sees in an example's prompt (images, video frames, audio spectrograms, point
-cloud views, an RGB-D item's depth map): drawn by `zoo preview`'s contact sheets and the rollout logs' media strips
-(`callbacks.rollout_media`)."""
+"""The pictures of what a policy sees in an example's prompt (images, video frames, audio
+spectrograms, point cloud views, an RGB-D item's depth map): drawn by `zoo preview`'s contact sheets
+and the rollout logs' media strips (`callbacks.rollout_media`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ class Panel:
 
 
 def panels(example: Example, item: Any = None) -> list[Panel]:
-    """The pictures of what the policy sees, in prompt order, then what the raw item adds (a depth map)."""
+    """The pictures of what the policy sees, in prompt order, then what the raw item adds (a depth
+    map)."""
     parts = [p for m in example.messages if isinstance(m["content"], list) for p in m["content"]]
     media = [p for p in parts if p["type"] != "text"]
     videos = sum(p["type"] == "video" for p in media)
@@ -91,8 +92,8 @@ def note(caption: str, message: str = "") -> Panel:
 
 
 def _ramp(values: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """``values`` in [0, 1] (any shape) mapped piecewise linearly through colour ``stops`` ``[K, 3]``: uint8
-    ``[..., 3]``."""
+    """``values`` in [0, 1] (any shape) mapped piecewise linearly through colour ``stops`` ``[K,
+    3]``: uint8 ``[..., 3]``."""
     position = np.clip(values, 0, 1) * (len(stops) - 1)
     low = np.minimum(position.astype(int), len(stops) - 2)
     frac = (position - low)[..., None]
@@ -100,8 +101,8 @@ def _ramp(values: np.ndarray, stops: np.ndarray) -> np.ndarray:
 
 
 def spectrogram(wave: np.ndarray, sampling_rate: int) -> Image.Image:
-    """Log-magnitude spectrogram of a mono ``wave`` ``[S]``: time to the right, low frequencies at the bottom,
-    80 dB of range below the loudest bin (Hann windows of about 32 ms)."""
+    """Log-magnitude spectrogram of a mono ``wave`` ``[S]``: time to the right, low frequencies at
+    the bottom, 80 dB of range below the loudest bin (Hann windows of about 32 ms)."""
     n_fft = 2 ** max(6, round(math.log2(sampling_rate * 0.032)))
     wave = np.pad(wave, (0, max(0, n_fft - len(wave))))
     hop = max(n_fft // 4, len(wave) // 2000)  # bounds the work on long clips
@@ -112,7 +113,8 @@ def spectrogram(wave: np.ndarray, sampling_rate: int) -> Image.Image:
 
 
 def _depth_panel(depth: np.ndarray) -> Panel:
-    """The item's depth map, orange near to blue far (as point-cloud renders), invalid pixels black."""
+    """The item's depth map, orange near to blue far (as point-cloud renders), invalid pixels
+    black."""
     valid = np.isfinite(depth) & (depth > 0)
     if not valid.any():
         return note("depth", "no valid depth pixels")
@@ -127,7 +129,8 @@ def label_font() -> ImageFont.ImageFont:
 
 
 def wrap(text: str, font: ImageFont.ImageFont, width: int, max_lines: int) -> list[str]:
-    """``text`` word-wrapped to ``width`` pixels (its own line breaks kept), cut to ``max_lines`` lines."""
+    """``text`` word-wrapped to ``width`` pixels (its own line breaks kept), cut to ``max_lines``
+    lines."""
     lines: list[str] = []
     for paragraph in text[:MAX_TEXT].splitlines() or [""]:
         line = ""
@@ -143,5 +146,5 @@ def wrap(text: str, font: ImageFont.ImageFont, width: int, max_lines: int) -> li
             line = candidate
         lines.append(line)
     if len(lines) > max_lines or len(text) > MAX_TEXT:
-        lines = lines[:max_lines - 1] + ["... (the whole text is printed)"]
+        lines = lines[: max_lines - 1] + ["... (the whole text is printed)"]
     return lines

@@ -1,4 +1,5 @@
-"""PointLM: a PointNet-style set encoder over local groups -> projector -> any Hugging Face causal LM."""
+"""PointLM: a PointNet-style set encoder over local groups -> projector -> any Hugging Face causal
+LM."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from zoo.spliced import SplicedPolicy
 
 
 def farthest_points(xyz: Tensor, m: int) -> Tensor:
-    """Indices ``[n, m]`` of farthest-point samples of each cloud ``[n, P, 3]``, starting from the point
-    farthest from the centroid (deterministic)."""
+    """Indices ``[n, m]`` of farthest-point samples of each cloud ``[n, P, 3]``, starting from the
+    point farthest from the centroid (deterministic)."""
     n = xyz.shape[0]
     rows = torch.arange(n, device=xyz.device)
     chosen = torch.empty(n, m, dtype=torch.long, device=xyz.device)
@@ -25,9 +26,10 @@ def farthest_points(xyz: Tensor, m: int) -> Tensor:
 
 
 class PointGroupEncoder(nn.Module):
-    """M group tokens per cloud: farthest-point centres, their k nearest neighbours in centre-relative
-    coordinates (plus RGB, zeros when absent) through a shared MLP, max-pooled, plus an embedding of the
-    centre's position. Points are float ``[sum P, 6]`` with a ``[items, 1]`` count per cloud."""
+    """M group tokens per cloud: farthest-point centres, their k nearest neighbours in
+    centre-relative coordinates (plus RGB, zeros when absent) through a shared MLP, max-pooled, plus
+    an embedding of the centre's position. Points are float ``[sum P, 6]`` with a ``[items, 1]``
+    count per cloud."""
 
     media_keys = ("points", "point_counts")
     spec = MediaSpec(per_item=("point_counts",), flat="points", grid="point_counts")
@@ -46,8 +48,10 @@ class PointGroupEncoder(nn.Module):
             if cloud.ndim != 2 or cloud.shape[1] not in (3, 6) or len(cloud) < self.num_tokens:
                 raise ValueError(f"a point_cloud part needs [P >= {self.num_tokens}, 3 or 6] points, got {cloud.shape}")
         padded = [np.pad(c, ((0, 0), (0, 6 - c.shape[1]))) for c in clouds]  # RGB zeros for xyz-only clouds
-        return {"points": torch.from_numpy(np.concatenate(padded)),
-                "point_counts": torch.tensor([[len(c)] for c in clouds])}
+        return {
+            "points": torch.from_numpy(np.concatenate(padded)),
+            "point_counts": torch.tensor([[len(c)] for c in clouds]),
+        }
 
     def forward(self, points: Tensor, point_counts: Tensor) -> Tensor:
         counts = point_counts[:, 0].tolist()
@@ -72,28 +76,36 @@ class PointGroupEncoder(nn.Module):
 
 
 class PointLMPolicy(SplicedPolicy):
-    """A native point-cloud policy: point clouds are encoded into ``num_tokens`` group tokens that are spliced
-    into the prompt of any causal LM (LLaVA-style), e.g. ``Qwen/Qwen2.5-0.5B-Instruct``.
+    """A native point-cloud policy: point clouds are encoded into ``num_tokens`` group tokens that
+    are spliced into the prompt of any causal LM (LLaVA-style), e.g. ``Qwen/Qwen2.5-0.5B-Instruct``.
 
     Args:
-        pretrained: A causal LM (hub id, directory, ``tiny:qwen2``) joined to a new encoder, or a directory
-            saved by `save_pretrained` or a zoo checkpoint (its encoder settings then win over the arguments
-            below).
+        pretrained: A causal LM (hub id, directory, ``tiny:qwen2``) joined to a new encoder, or a
+            directory saved by `save_pretrained` or a zoo checkpoint (its encoder settings then win
+            over the arguments below).
         num_tokens: Groups (LM tokens) per point cloud; clouds need at least this many points.
         group_size: Nearest neighbours per group.
         width: Encoder feature width.
         placeholder: The token replaced by point features (added to the tokenizer when missing).
         init_seed: Seed of the new encoder and projector weights.
-        **kwargs: Options common to every policy (see `PolicyModule`); ``freeze`` groups are ``encoder``,
-            ``projector`` and ``llm``.
+        **kwargs: Options common to every policy (see `PolicyModule`); ``freeze`` groups are
+            ``encoder``, ``projector`` and ``llm``.
     """
 
     content_kinds = frozenset({"text", "point_cloud"})
     tiny_checkpoints = ("tiny:qwen2",)
     media_kind = "point_cloud"
 
-    def __init__(self, pretrained: str, num_tokens: int = 16, group_size: int = 16, width: int = 64,
-                 placeholder: str = "<|point_pad|>", init_seed: int = 0, **kwargs):
+    def __init__(
+        self,
+        pretrained: str,
+        num_tokens: int = 16,
+        group_size: int = 16,
+        width: int = 64,
+        placeholder: str = "<|point_pad|>",
+        init_seed: int = 0,
+        **kwargs,
+    ):
         super().__init__(pretrained=pretrained, placeholder=placeholder, init_seed=init_seed, **kwargs)
         if min(num_tokens, group_size, width) < 1:
             raise ValueError(f"num_tokens, group_size and width must be >= 1, got {num_tokens}, {group_size}, {width}")

@@ -1,7 +1,8 @@
 """PolicyModule: a Hugging Face generative model as a LightningModule, driven by a GRPO strategy.
 
-The policy samples completions, scores their tokens (log-probs and entropy) and exports to Hugging Face format;
-the strategy (`zoo.grpo`) owns the algorithm. Only `load`, `encode` and `module_groups` are model-specific.
+The policy samples completions, scores their tokens (log-probs and entropy) and exports to Hugging
+Face format; the strategy (`zoo.grpo`) owns the algorithm. Only `load`, `encode` and `module_groups`
+are model-specific.
 """
 
 from __future__ import annotations
@@ -42,42 +43,50 @@ class PolicyModule(LightningModule, ABC):
 
     Args:
         pretrained: Hugging Face hub id or local directory; ``tiny:<family>`` builds an offline tiny
-            random-init model (see `zoo.tiny`); in a config, a zoo checkpoint (``.ckpt``, or an FSDP2
-            checkpoint folder) starts from its trained weights, e.g. an SFT cold start before GRPO (the CLI
-            exports it once, `zoo.export.as_pretrained`).
+            random-init model (see `zoo.tiny`); in a config, a zoo checkpoint (``.ckpt``, or an
+            FSDP2 checkpoint folder) starts from its trained weights, e.g. an SFT cold start before
+            GRPO (the CLI exports it once, `zoo.export.as_pretrained`).
         optimizer: Optimizer factory applied to the trainable parameters.
         scheduler: Optional learning-rate scheduler factory, stepped once per optimizer step.
         freeze: Module groups to freeze, e.g. ``[vision]``; see `module_groups` of the model class.
-        lora: Train low-rank adapters (PEFT) instead of the full weights, e.g. ``{rank: 16, alpha: 32}``; only
-            the adapters train, the language model is adapted by default. With a KL term the reference is
-            the same model with its adapters switched off (no second copy). None trains the full weights
-            (minus ``freeze``).
-        dtype: Parameter dtype: ``float32``, ``bfloat16`` or ``float16``; None keeps the checkpoint's.
-        attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``, ...).
+        lora: Train low-rank adapters (PEFT) instead of the full weights, e.g. ``{rank: 16, alpha:
+            32}``; only the adapters train, the language model is adapted by default. With a KL term
+            the reference is the same model with its adapters switched off (no second copy). None
+            trains the full weights (minus ``freeze``).
+        dtype: Parameter dtype: ``float32``, ``bfloat16`` or ``float16``; None keeps the
+            checkpoint's.
+        attn_implementation: Attention kernel passed to ``from_pretrained`` (``sdpa``, ``eager``,
+            ...).
         gradient_checkpointing: Recompute activations in the backward pass to save memory.
-        reuse_media_features: Scoring passes (training forward, old and reference log-probs) encode each
-            prompt's media once and share the features among its completions (Qwen-VL, Qwen2.5-Omni images
-            and videos, the spliced encoder LMs; see `media_once`); False encodes every completion's copy.
-            The log-probs are the same either way.
-        trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of the
-            micro-batch uses. The log-probs are the same either way.
-        share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders and the
-            prompt prefill run once per prompt and the KV cache is repeated G times (same completions as G
-            copies of the prompt, for the same seed). False repeats every prompt G times.
-        cache_implementation: KV cache of sampling: ``dynamic`` (grows per token) or ``static`` (allocated
-            once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode`` need).
-        compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache; Hugging Face
-            ``generate`` compiles on the first call, which takes a while). Ignored on CPU.
-        engine: The rollout engine that samples completions (`zoo.rollout.engine.RolloutEngine`); None is
-            `zoo.rollout.HFEngine`, Hugging Face ``generate`` on this model (the sampling settings above
-            are its). Log-probs are always recomputed by the policy.
+        reuse_media_features: Scoring passes (training forward, old and reference log-probs) encode
+            each prompt's media once and share the features among its completions (Qwen-VL,
+            Qwen2.5-Omni images and videos, the spliced encoder LMs; see `media_once`); False
+            encodes every completion's copy. The log-probs are the same either way.
+        trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of
+            the micro-batch uses. The log-probs are the same either way.
+        share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders
+            and the prompt prefill run once per prompt and the KV cache is repeated G times (same
+            completions as G copies of the prompt, for the same seed). False repeats every prompt G
+            times.
+        cache_implementation: KV cache of sampling: ``dynamic`` (grows per token) or ``static``
+            (allocated once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode``
+            need).
+        compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache;
+            Hugging Face ``generate`` compiles on the first call, which takes a while). Ignored on
+            CPU.
+        engine: The rollout engine that samples completions (`zoo.rollout.engine.RolloutEngine`);
+            None is `zoo.rollout.HFEngine`, Hugging Face ``generate`` on this model (the sampling
+            settings above are its). Log-probs are always recomputed by the policy.
     """
 
-    #: The content part types (`tasks.Example` messages) its prompts may hold: "text", "image", "video", ...
+    #: The content part types (`tasks.Example` messages) its prompts may hold: "text", "image",
+    #: "video", ...
     content_kinds: ClassVar[frozenset[str]] = frozenset({"text"})
-    #: Offline ``pretrained`` values of this family (`zoo.tiny`); contract tests run every one of them.
+    #: Offline ``pretrained`` values of this family (`zoo.tiny`); contract tests run every one of
+    #: them.
     tiny_checkpoints: ClassVar[tuple[str, ...]] = ()
-    #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure tokens.
+    #: Special tokens (by content) that sampling suppresses: media placeholders and image-structure
+    #: tokens.
     banned_special: ClassVar[re.Pattern] = _BANNED_SPECIAL
     #: Media kinds whose encoder features a scoring pass computes once per prompt (`zoo.features`).
     shared_media: ClassVar[tuple[str, ...]] = ()
@@ -105,8 +114,10 @@ class PolicyModule(LightningModule, ABC):
         if cache_implementation not in CACHES:
             raise ValueError(f"cache_implementation must be one of {CACHES}, got {cache_implementation!r}")
         if compile_decode and cache_implementation != "static":
-            raise ValueError("compile_decode needs cache_implementation: static (a dynamic cache changes shape "
-                             "every token, so the compiled graph would be rebuilt every step)")
+            raise ValueError(
+                "compile_decode needs cache_implementation: static (a dynamic cache changes shape "
+                "every token, so the compiled graph would be rebuilt every step)"
+            )
         self.lora = LoRA(**lora) if isinstance(lora, dict) else lora
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "engine"])  # checkpoints hold plain data
         if isinstance(self.hparams.get("lora"), LoRA):  # plain data, so checkpoints load with weights_only
@@ -136,7 +147,8 @@ class PolicyModule(LightningModule, ABC):
 
     @abstractmethod
     def encode(self, examples: list) -> PromptBatch:
-        """Chat template + processor for a list of `tasks.Example`, left padded, with media bookkeeping."""
+        """Chat template + processor for a list of `tasks.Example`, left padded, with media
+        bookkeeping."""
 
     @abstractmethod
     def module_groups(self) -> dict[str, list[nn.Module]]:
@@ -157,15 +169,20 @@ class PolicyModule(LightningModule, ABC):
         return kwargs
 
     def _load_pretrained(self) -> tuple:
-        """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a model that
-        cannot be read or fetched (offline, a hub id must already be in the Hugging Face cache)."""
+        """`load` of ``pretrained``, failing in one line that names it: a missing directory, or a
+        model that cannot be read or fetched (offline, a hub id must already be in the Hugging Face
+        cache)."""
         if is_checkpoint(self.pretrained):
-            raise ValueError(f"pretrained={self.pretrained!r} is a zoo training checkpoint: `zoo fit` exports it "
-                             "for you; in Python pass zoo.export.as_pretrained(path) instead")
+            raise ValueError(
+                f"pretrained={self.pretrained!r} is a zoo training checkpoint: `zoo fit` exports it "
+                "for you; in Python pass zoo.export.as_pretrained(path) instead"
+            )
         path = tiny.resolve(self.pretrained)
         if path.startswith((".", "/", "~")) and not Path(path).expanduser().is_dir():
-            raise FileNotFoundError(f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
-                                    "a hub id (org/name) or tiny:<family>")
+            raise FileNotFoundError(
+                f"pretrained={self.pretrained!r}: no such directory; give a model directory, "
+                "a hub id (org/name) or tiny:<family>"
+            )
         try:
             return self.load(path)
         except OSError as err:
@@ -189,13 +206,15 @@ class PolicyModule(LightningModule, ABC):
         self.engine.bind(self)
 
     def _shard(self, model: nn.Module) -> None:
-        """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard the blocks the checkpoint
-        names in ``_no_split_modules``, each once, then the root (`zoo.sharding.shard`)."""
+        """Under FSDP2 (a device mesh from `zoo.grpo.GRPOFSDPStrategy`): shard the blocks the
+        checkpoint names in ``_no_split_modules``, each once, then the root
+        (`zoo.sharding.shard`)."""
         if self._device_mesh is not None:
             shard(model, self._device_mesh["data_parallel"], **getattr(self.trainer.strategy, "fsdp_kwargs", {}))
 
     def _apply_freeze(self) -> None:
-        """Freeze the ``freeze`` groups, or with LoRA add the adapters and freeze everything else."""
+        """Freeze the ``freeze`` groups, or with LoRA add the adapters and freeze everything
+        else."""
         groups = self.module_groups()
         unknown = set(self.freeze) - set(groups)
         if unknown:
@@ -203,8 +222,10 @@ class PolicyModule(LightningModule, ABC):
         if self.lora is not None:
             both = set(self.freeze) & set(self.lora.groups)
             if both:
-                raise ValueError(f"groups {sorted(both)} are both frozen and adapted by LoRA; with LoRA only the "
-                                 "adapters of lora.groups train, every other weight is frozen already")
+                raise ValueError(
+                    f"groups {sorted(both)} are both frozen and adapted by LoRA; with LoRA only the "
+                    "adapters of lora.groups train, every other weight is frozen already"
+                )
             add_adapters(self.model, groups, self.lora)
             return
         for name in self.freeze:
@@ -218,8 +239,10 @@ class PolicyModule(LightningModule, ABC):
                 content = message["content"]
                 kinds = {"text"} if isinstance(content, str) else {part["type"] for part in content}
                 if not kinds <= self.content_kinds:
-                    raise ValueError(f"{type(self).__name__} takes {sorted(self.content_kinds)} content, but an "
-                                     f"example of task {ex.task!r} has {sorted(kinds - self.content_kinds)}")
+                    raise ValueError(
+                        f"{type(self).__name__} takes {sorted(self.content_kinds)} content, but an "
+                        f"example of task {ex.task!r} has {sorted(kinds - self.content_kinds)}"
+                    )
 
     def _eos_ids(self) -> list[int]:
         configured = self.model.generation_config.eos_token_id
@@ -230,8 +253,8 @@ class PolicyModule(LightningModule, ABC):
         return list(dict.fromkeys(ids))
 
     def _banned_ids(self, vocab: int) -> list[int]:
-        """Media placeholders, turn starts, the pad token (unless it ends text) and the ``vocab`` rows past
-        the tokenizer."""
+        """Media placeholders, turn starts, the pad token (unless it ends text) and the ``vocab``
+        rows past the tokenizer."""
         tok = self.tokenizer
         banned = {i for i, t in tok.added_tokens_decoder.items() if t.special and self.banned_special.search(t.content)}
         if tok.pad_token_id is not None and tok.pad_token_id not in self.eos_ids:
@@ -241,34 +264,50 @@ class PolicyModule(LightningModule, ABC):
 
     # ---- rollouts -----------------------------------------------------------------------------
     def generation_config(self, max_new_tokens: int):
-        """Greedy ``generate`` settings that ignore the checkpoint's own defaults (instruct models ship low
-        temperatures and top-k that GRPO must not inherit); sampling is added by `SeededSampling`."""
+        """Greedy ``generate`` settings that ignore the checkpoint's own defaults (instruct models
+        ship low temperatures and top-k that GRPO must not inherit); sampling is added by
+        `SeededSampling`."""
         from transformers import GenerationConfig
 
         static = self.cache_implementation == "static"
-        return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=self.eos_ids,
-                                pad_token_id=self.eos_ids[0], suppress_tokens=self.banned_ids,
-                                cache_implementation="static" if static else None,
-                                disable_compile=not self.compile_decode)
+        return GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.eos_ids[0],
+            suppress_tokens=self.banned_ids,
+            cache_implementation="static" if static else None,
+            disable_compile=not self.compile_decode,
+        )
 
     @torch.no_grad()
-    def sample(self, examples: list, num_generations: int = 1, *, max_new_tokens: int = 256,
-               temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed: int | None = None,
-               share_prefix: bool | None = None) -> Rollout:
+    def sample(
+        self,
+        examples: list,
+        num_generations: int = 1,
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        greedy: bool = False,
+        seed: int | None = None,
+        share_prefix: bool | None = None,
+    ) -> Rollout:
         """Generate ``num_generations`` completions per example with the rollout engine (`engine`).
 
-        Sampling noise of row ``(b, g)`` comes from ``(seed, examples[b].uid, g)``: the same example and seed
-        give the same completion in any batch on any rank. ``seed`` None draws one from torch's generator.
-        ``greedy`` decodes deterministically (temperature 1 for scoring). ``share_prefix`` None follows the
-        policy's setting.
+        Sampling noise of row ``(b, g)`` comes from ``(seed, examples[b].uid, g)``: the same example
+        and seed give the same completion in any batch on any rank. ``seed`` None draws one from
+        torch's generator. ``greedy`` decodes deterministically (temperature 1 for scoring).
+        ``share_prefix`` None follows the policy's setting.
         """
         prompts = self.encode(examples).to(self.device)
         seeds = None
         if not greedy:
             seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
             seeds = example_row_seeds(examples, num_generations, seed)
-        sampling = Sampling(max_new_tokens, temperature, top_p, greedy, seeds, tuple(self.eos_ids),
-                            tuple(self.banned_ids), share_prefix)
+        sampling = Sampling(
+            max_new_tokens, temperature, top_p, greedy, seeds, tuple(self.eos_ids), tuple(self.banned_ids), share_prefix
+        )
         self._sync_engine()
         try:
             out = self.engine.generate(Prompts(list(examples), prompts), num_generations, sampling)
@@ -277,28 +316,42 @@ class PolicyModule(LightningModule, ABC):
         ids = completion_ids(out, len(examples) * num_generations, sampling, type(self.engine).__name__, self.device)
         return self._rollout(examples, prompts, num_generations, ids, 1.0 if greedy else temperature)
 
-    def _rollout(self, examples: list, prompts: PromptBatch, num_generations: int, ids: Tensor,
-                 temperature: float) -> Rollout:
-        """The rollout of sampled ids ``[N, L]``: counted tokens through the first EOS, EOS after it, texts."""
+    def _rollout(
+        self, examples: list, prompts: PromptBatch, num_generations: int, ids: Tensor, temperature: float
+    ) -> Rollout:
+        """The rollout of sampled ids ``[N, L]``: counted tokens through the first EOS, EOS after
+        it, texts."""
         mask, truncated = completion_mask(ids, self.eos_ids)
         ids = ids.masked_fill(~mask, self.eos_ids[0])
         lengths = mask.sum(1) - (~truncated).long()  # tokens before the EOS
         texts = self.tokenizer.batch_decode([row[:n] for row, n in zip(ids, lengths.tolist(), strict=True)])
-        return Rollout(examples=list(examples), prompts=prompts, num_generations=num_generations,
-                       completion_ids=ids, completion_mask=mask, truncated=truncated, completions=texts,
-                       temperature=temperature)
+        return Rollout(
+            examples=list(examples),
+            prompts=prompts,
+            num_generations=num_generations,
+            completion_ids=ids,
+            completion_mask=mask,
+            truncated=truncated,
+            completions=texts,
+            temperature=temperature,
+        )
 
     def _sync_engine(self) -> None:
-        """Push the weights to the rollout engine when they changed since the last push (the version moves
-        with every optimizer step and every checkpoint load)."""
+        """Push the weights to the rollout engine when they changed since the last push (the version
+        moves with every optimizer step and every checkpoint load)."""
         step = self._trainer.global_step if self._trainer is not None else 0
         if self._synced != (step, self._loads):
             self.engine.sync_weights(self)
             self._synced = (step, self._loads)
 
-    def token_log_probs(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None,
-                        ) -> tuple[Tensor, Tensor]:
-        """Log-probs of the sampled tokens and the per-token entropy under ``model`` (default: the policy).
+    def token_log_probs(
+        self,
+        rollout: Rollout,
+        rows: Tensor,
+        model: nn.Module | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Log-probs of the sampled tokens and the per-token entropy under ``model`` (default: the
+        policy).
 
         Logits are divided by the sampling temperature and banned tokens masked, so the distribution
         matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows; with
@@ -308,40 +361,45 @@ class PolicyModule(LightningModule, ABC):
         return scores["logps"], scores["entropy"]
 
     def token_scores(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None) -> dict[str, Tensor]:
-        """`token_log_probs` (``logps``, ``entropy``) and ``greedy``: whether each completion token is the
-        most likely one (what SFT's token accuracy counts), all ``[n, L]``."""
+        """`token_log_probs` (``logps``, ``entropy``) and ``greedy``: whether each completion token
+        is the most likely one (what SFT's token accuracy counts), all ``[n, L]``."""
         model = model or self.model
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         with self.media_once(model, rollout, rows, inputs):
             out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
         ids = rollout.completion_ids[rows, :length]
-        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return them all
-        logits = out.logits[:, -(length + 1):-1]  # [n, length, V]
+        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return
+        # them all
+        logits = out.logits[:, -(length + 1) : -1]  # [n, length, V]
         logps, entropy = logprobs.token_log_probs(logits, ids, rollout.temperature, self.banned_mask)  # [n, length]
         greedy = logits.masked_fill(self.banned_mask, float("-inf")).argmax(dim=-1) == ids  # [n, length]
         cut = (0, rollout.completion_ids.shape[1] - length)
-        return {"logps": nn.functional.pad(logps, cut), "entropy": nn.functional.pad(entropy, cut),
-                "greedy": nn.functional.pad(greedy, cut)}  # [n, L]
+        return {
+            "logps": nn.functional.pad(logps, cut),
+            "entropy": nn.functional.pad(entropy, cut),
+            "greedy": nn.functional.pad(greedy, cut),
+        }  # [n, L]
 
     def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
-        """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each distinct
-        prompt's media once. Shares the ``shared_media`` kinds through Hugging Face's ``mm_encoder_outputs``
-        (`zoo.features.encoded_once`); a family with another media layout can override it."""
+        """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each
+        distinct prompt's media once. Shares the ``shared_media`` kinds through Hugging Face's
+        ``mm_encoder_outputs`` (`zoo.features.encoded_once`); a family with another media layout can
+        override it."""
         if not (self.reuse_media_features and self.shared_media):
             return nullcontext()
         prompt_of_row = (rows // rollout.num_generations).tolist()
         return encoded_once(model, rollout.prompts, prompt_of_row, inputs, self.shared_media)
 
     def training_step(self, rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:
-        """Differentiable log-probs and entropy of ``rows`` of a rollout, and whether each token is the greedy
-        one (`token_scores`); the strategy forms the loss."""
+        """Differentiable log-probs and entropy of ``rows`` of a rollout, and whether each token is
+        the greedy one (`token_scores`); the strategy forms the loss."""
         return self.token_scores(rollout, rows)
 
     @torch.no_grad()
     def reference_log_probs(self, rollout: Rollout, rows: Tensor) -> Tensor:
-        """Log-probs under the frozen initial weights: with LoRA the policy's own model with its adapters
-        switched off, otherwise a copy loaded once from ``pretrained`` on first use."""
+        """Log-probs under the frozen initial weights: with LoRA the policy's own model with its
+        adapters switched off, otherwise a copy loaded once from ``pretrained`` on first use."""
         if self.lora is not None:
             with adapters_disabled(self.model):
                 return self.token_log_probs(rollout, rows)[0]
@@ -364,17 +422,22 @@ class PolicyModule(LightningModule, ABC):
         optimizer = self.optimizer_factory(params)
         if self.scheduler_factory is None:
             return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer),
-                                                         "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer), "interval": "step"},
+        }
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
-        """Batches are lists of `tasks.Example` with PIL media: `encode` moves the tensors it makes, so the
-        batch itself stays put (Lightning would deep-copy every dataclass and image on the way)."""
+        """Batches are lists of `tasks.Example` with PIL media: `encode` moves the tensors it makes,
+        so the batch itself stays put (Lightning would deep-copy every dataclass and image on the
+        way)."""
         return batch
 
     def validation_step(self, batch, batch_idx):
-        raise RuntimeError("a PolicyModule is trained and evaluated by a GRPO strategy: set trainer.strategy "
-                           "to zoo.grpo.GRPOStrategy or zoo.grpo.GRPODDPStrategy")
+        raise RuntimeError(
+            "a PolicyModule is trained and evaluated by a GRPO strategy: set trainer.strategy "
+            "to zoo.grpo.GRPOStrategy or zoo.grpo.GRPODDPStrategy"
+        )
 
     test_step = validation_step
 
@@ -385,11 +448,12 @@ class PolicyModule(LightningModule, ABC):
         checkpoint["policy_class"] = f"{type(self).__module__}.{type(self).__qualname__}"  # for `zoo export`
 
     def save_pretrained(self, path: str) -> None:
-        """Export model and processor (with its chat template) as a Hugging Face directory loadable with
-        ``from_pretrained``; LoRA adapters are merged into a copy of the weights."""
+        """Export model and processor (with its chat template) as a Hugging Face directory loadable
+        with ``from_pretrained``; LoRA adapters are merged into a copy of the weights."""
         self.merged_model().save_pretrained(path)
         self.processor.save_pretrained(path)
 
     def merged_model(self) -> nn.Module:
-        """The model to export: itself, or with LoRA a copy whose adapters are merged into the weights."""
+        """The model to export: itself, or with LoRA a copy whose adapters are merged into the
+        weights."""
         return self.model if self.lora is None else merge_adapters(copy.deepcopy(self.model))

@@ -1,7 +1,7 @@
 """Qwen2-VL, Qwen2.5-VL and Qwen3-VL as GRPO policies, through the transformers Auto classes.
 
-The image and video handling here (processor inputs, placeholder counts, vision module groups, the tiny
-processors) also serves the vision side of `zoo.QwenOmniPolicy`.
+The image and video handling here (processor inputs, placeholder counts, vision module groups, the
+tiny processors) also serves the vision side of `zoo.QwenOmniPolicy`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ from zoo.tiny import CHAT_TEMPLATE, ROPE, Tiny, build_tokenizer, text_config, to
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 IMAGE = MediaSpec(per_item=("image_grid_thw",), flat="pixel_values", grid="image_grid_thw")
-MEDIA = {"image": IMAGE, "video": MediaSpec(per_item=("video_grid_thw", "second_per_grid_ts"),
-                                            flat="pixel_values_videos", grid="video_grid_thw")}
+MEDIA = {
+    "image": IMAGE,
+    "video": MediaSpec(
+        per_item=("video_grid_thw", "second_per_grid_ts"), flat="pixel_values_videos", grid="video_grid_thw"
+    ),
+}
 PLACEHOLDERS = {"image": "<|image_pad|>", "video": "<|video_pad|>"}
 
 
@@ -27,8 +31,9 @@ def pixel_bounds(min_pixels: int | None, max_pixels: int | None) -> dict:
 
 
 def vision_inputs(examples: list, **video_kwargs) -> tuple[dict[str, list[list[dict]]], dict]:
-    """The image and video parts of each example, and the processor keyword arguments for them (frames
-    already sampled by the source, each video with its own metadata); none for a kind absent from the batch."""
+    """The image and video parts of each example, and the processor keyword arguments for them
+    (frames already sampled by the source, each video with its own metadata); none for a kind absent
+    from the batch."""
     parts = {kind: [media_parts(ex, kind) for ex in examples] for kind in ("image", "video")}
     kwargs = {}
     images = [p["image"].convert("RGB") for per in parts["image"] for p in per]
@@ -36,14 +41,16 @@ def vision_inputs(examples: list, **video_kwargs) -> tuple[dict[str, list[list[d
         kwargs["images"] = images
     videos = [video_input(p) for per in parts["video"] for p in per]
     if videos:
-        kwargs |= dict(videos=[v for v, _ in videos], video_metadata=[m for _, m in videos],
-                       do_sample_frames=False, **video_kwargs)
+        kwargs |= dict(
+            videos=[v for v, _ in videos], video_metadata=[m for _, m in videos], do_sample_frames=False, **video_kwargs
+        )
     return parts, kwargs
 
 
 def check_vision_placeholders(policy: PolicyModule, tensors: dict[str, Tensor], tokens: dict[str, str]) -> None:
-    """As many placeholder ``tokens`` (per kind) as the vision tower outputs for the kind's patch grids."""
-    merge = policy.model.config.vision_config.spatial_merge_size ** 2
+    """As many placeholder ``tokens`` (per kind) as the vision tower outputs for the kind's patch
+    grids."""
+    merge = policy.model.config.vision_config.spatial_merge_size**2
     for kind, token in tokens.items():
         grid = f"{kind}_grid_thw"
         expected = int(tensors[grid].prod(-1).sum()) // merge if grid in tensors else 0  # grid [items, 3]
@@ -51,22 +58,28 @@ def check_vision_placeholders(policy: PolicyModule, tensors: dict[str, Tensor], 
 
 
 def vision_groups(visual: nn.Module) -> dict[str, list[nn.Module]]:
-    """``vision`` (the vision tower without its mergers) and ``aligner`` (the mergers into the LM)."""
+    """``vision`` (the vision tower without its mergers) and ``aligner`` (the mergers into the
+    LM)."""
     children = list(visual.named_children())
-    return {"vision": [m for name, m in children if "merger" not in name],
-            "aligner": [m for name, m in children if "merger" in name]}
+    return {
+        "vision": [m for name, m in children if "merger" not in name],
+        "aligner": [m for name, m in children if "merger" in name],
+    }
 
 
 class QwenVLPolicy(PolicyModule):
-    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision-language policy: images and videos, several per prompt,
-    mixed in one batch. Video parts carry already-sampled frames and their ``fps`` (Qwen2.5-VL turns it into
-    ``second_per_grid_ts``, Qwen3-VL into timestamps in the prompt).
+    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision-language policy: images and videos, several per
+    prompt, mixed in one batch. Video parts carry already-sampled frames and their ``fps``
+    (Qwen2.5-VL turns it into ``second_per_grid_ts``, Qwen3-VL into timestamps in the prompt).
 
     Args:
-        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-VL-3B-Instruct``), local directory, or ``tiny:qwen2_5_vl``
-            (also ``tiny:qwen2_vl``, ``tiny:qwen3_vl``), or a zoo checkpoint (see `PolicyModule`).
-        min_pixels: Lower bound on pixels per image after the processor's resize; None keeps the processor's.
-        max_pixels: Upper bound on pixels per image (the main memory knob); None keeps the processor's.
+        pretrained: Hub id (e.g. ``Qwen/Qwen2.5-VL-3B-Instruct``), local directory, or
+            ``tiny:qwen2_5_vl`` (also ``tiny:qwen2_vl``, ``tiny:qwen3_vl``), or a zoo checkpoint
+            (see `PolicyModule`).
+        min_pixels: Lower bound on pixels per image after the processor's resize; None keeps the
+            processor's.
+        max_pixels: Upper bound on pixels per image (the main memory knob); None keeps the
+            processor's.
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
 
@@ -74,8 +87,7 @@ class QwenVLPolicy(PolicyModule):
     tiny_checkpoints = ("tiny:qwen2_vl", "tiny:qwen2_5_vl", "tiny:qwen3_vl")
     shared_media = ("image", "video")
 
-    def __init__(self, pretrained: str, min_pixels: int | None = None,
-                 max_pixels: int | None = None, **kwargs):
+    def __init__(self, pretrained: str, min_pixels: int | None = None, max_pixels: int | None = None, **kwargs):
         super().__init__(pretrained=pretrained, **kwargs)
         self.min_pixels = min_pixels
         self.max_pixels = max_pixels
@@ -106,9 +118,11 @@ class QwenVLPolicy(PolicyModule):
         return vision_groups(self.model.model.visual) | {"llm": [self.model.model.language_model, self.model.lm_head]}
 
 
-# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+# ---- tiny random-init models (`zoo.tiny`)
+# ----------------------------------------------------------
 def tiny_vision_processors(patch: int = 14) -> dict:
-    """The image and video processors of the tiny Qwen2 / Qwen2.5 vision towers (56-224 px a side)."""
+    """The image and video processors of the tiny Qwen2 / Qwen2.5 vision towers (56-224 px a
+    side)."""
     from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
     bounds = dict(patch_size=patch, merge_size=2, min_pixels=56 * 56, max_pixels=224 * 224)
@@ -122,7 +136,8 @@ def _qwen2_vl():
     config = Qwen2VLConfig(
         text_config=text_config(tok),
         vision_config=dict(depth=2, embed_dim=64, hidden_size=64, mlp_ratio=2, num_heads=4, patch_size=14),
-        **token_ids(tok))
+        **token_ids(tok),
+    )
     return config, Qwen2VLProcessor(tokenizer=tok, chat_template=CHAT_TEMPLATE, **tiny_vision_processors())
 
 
@@ -132,25 +147,51 @@ def _qwen2_5_vl():
     tok = build_tokenizer()
     config = Qwen2_5_VLConfig(
         text_config=text_config(tok),
-        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
-                           fullatt_block_indexes=[1], window_size=112, patch_size=14),
-        **token_ids(tok))
+        vision_config=dict(
+            depth=2,
+            hidden_size=64,
+            intermediate_size=128,
+            num_heads=4,
+            out_hidden_size=64,
+            fullatt_block_indexes=[1],
+            window_size=112,
+            patch_size=14,
+        ),
+        **token_ids(tok),
+    )
     return config, Qwen2_5_VLProcessor(tokenizer=tok, chat_template=CHAT_TEMPLATE, **tiny_vision_processors())
 
 
 def _qwen2_5_vl_3b():
-    """Qwen2.5-VL-3B-Instruct's published shapes (and vocabulary rows) with random weights and the tiny
-    tokenizer and processor: for speed and memory measurements on a GPU (`zoo speed --model
+    """Qwen2.5-VL-3B-Instruct's published shapes (and vocabulary rows) with random weights and the
+    tiny tokenizer and processor: for speed and memory measurements on a GPU (`zoo speed --model
     tiny:qwen2_5_vl_3b`), not for training tests. Saved in bfloat16 (about 7.5 GB)."""
     from transformers import Qwen2_5_VLConfig
 
     _, processor = _qwen2_5_vl()
     tok = processor.tokenizer
-    text = dict(text_config(tok), hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
-                num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=32768, vocab_size=151936,
-                rope_parameters=dict(ROPE, mrope_section=[16, 24, 24]), tie_word_embeddings=True)
-    vision = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
-                  fullatt_block_indexes=[7, 15, 23, 31], window_size=112, patch_size=14)
+    text = dict(
+        text_config(tok),
+        hidden_size=2048,
+        intermediate_size=11008,
+        num_hidden_layers=36,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        vocab_size=151936,
+        rope_parameters=dict(ROPE, mrope_section=[16, 24, 24]),
+        tie_word_embeddings=True,
+    )
+    vision = dict(
+        depth=32,
+        hidden_size=1280,
+        intermediate_size=3420,
+        num_heads=16,
+        out_hidden_size=2048,
+        fullatt_block_indexes=[7, 15, 23, 31],
+        window_size=112,
+        patch_size=14,
+    )
     config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **token_ids(tok))
     return config, processor
 
@@ -161,16 +202,31 @@ def _qwen3_vl():
     tok = build_tokenizer()
     config = Qwen3VLConfig(
         text_config=text_config(tok, head_dim=16) | {"rope_parameters": dict(ROPE, mrope_interleaved=True)},
-        vision_config=dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, out_hidden_size=64,
-                           num_position_embeddings=256, deepstack_visual_indexes=[0], patch_size=16),
-        **token_ids(tok))
+        vision_config=dict(
+            depth=2,
+            hidden_size=64,
+            intermediate_size=128,
+            num_heads=4,
+            out_hidden_size=64,
+            num_position_embeddings=256,
+            deepstack_visual_indexes=[0],
+            patch_size=16,
+        ),
+        **token_ids(tok),
+    )
     image = Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=256 * 256)
     # Qwen3-VL bounds the pixels of a whole clip (frames x height x width), not of one frame
-    video = Qwen3VLVideoProcessor(patch_size=16, merge_size=2,
-                                  size={"shortest_edge": 64 * 64, "longest_edge": 16 * 256 * 256})
-    return config, Qwen3VLProcessor(image_processor=image, tokenizer=tok, video_processor=video,
-                                    chat_template=CHAT_TEMPLATE)
+    video = Qwen3VLVideoProcessor(
+        patch_size=16, merge_size=2, size={"shortest_edge": 64 * 64, "longest_edge": 16 * 256 * 256}
+    )
+    return config, Qwen3VLProcessor(
+        image_processor=image, tokenizer=tok, video_processor=video, chat_template=CHAT_TEMPLATE
+    )
 
 
-TINY = {"qwen2_vl": Tiny(_qwen2_vl), "qwen2_5_vl": Tiny(_qwen2_5_vl), "qwen3_vl": Tiny(_qwen3_vl),
-        "qwen2_5_vl_3b": Tiny(_qwen2_5_vl_3b, dtype=torch.bfloat16)}
+TINY = {
+    "qwen2_vl": Tiny(_qwen2_vl),
+    "qwen2_5_vl": Tiny(_qwen2_5_vl),
+    "qwen3_vl": Tiny(_qwen3_vl),
+    "qwen2_5_vl_3b": Tiny(_qwen2_5_vl_3b, dtype=torch.bfloat16),
+}

@@ -1,9 +1,11 @@
-"""LLaVA-style policies built from parts: a media encoder -> an MLP projector -> any Hugging Face causal LM.
+"""LLaVA-style policies built from parts: a media encoder -> an MLP projector -> any Hugging Face
+causal LM.
 
-Each media item becomes M feature vectors that replace M placeholder tokens of the chat-templated prompt in
-the LM's ``inputs_embeds``. `SplicedLM` wraps the three parts so that ``forward`` and ``generate`` take the
-same inputs as a Hugging Face VLM (``input_ids``, ``attention_mask`` and media tensors), and `PolicyModule`
-samples and scores it unchanged. Subclasses only say how to build the encoder (`SplicedPolicy.build_encoder`).
+Each media item becomes M feature vectors that replace M placeholder tokens of the chat-templated
+prompt in the LM's ``inputs_embeds``. `SplicedLM` wraps the three parts so that ``forward`` and
+``generate`` take the same inputs as a Hugging Face VLM (``input_ids``, ``attention_mask`` and media
+tensors), and `PolicyModule` samples and scores it unchanged. Subclasses only say how to build the
+encoder (`SplicedPolicy.build_encoder`).
 """
 
 from __future__ import annotations
@@ -27,15 +29,18 @@ CONFIG, WEIGHTS = "spliced_config.json", "spliced_encoder.pt"
 
 
 def positions(attention_mask: Tensor) -> Tensor:
-    """Position ids ``[B, T]`` of left-padded rows: 0 at each row's first real token (as ``generate`` does)."""
+    """Position ids ``[B, T]`` of left-padded rows: 0 at each row's first real token (as
+    ``generate`` does)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 class SplicedLM(nn.Module):
-    """``encoder`` (media tensors -> ``[items, M, D_enc]``) -> ``projector`` -> ``lm`` input embeddings.
+    """``encoder`` (media tensors -> ``[items, M, D_enc]``) -> ``projector`` -> ``lm`` input
+    embeddings.
 
-    The encoder declares ``media_keys`` (the tensors it takes), ``spec`` (their `zoo.batch.MediaSpec`),
-    ``num_tokens`` (M) and ``prepare(parts) -> dict`` (content parts to tensors).
+    The encoder declares ``media_keys`` (the tensors it takes), ``spec`` (their
+    `zoo.batch.MediaSpec`), ``num_tokens`` (M) and ``prepare(parts) -> dict`` (content parts to
+    tensors).
     """
 
     def __init__(self, lm: nn.Module, encoder: nn.Module, projector: nn.Module, placeholder_id: int):
@@ -44,9 +49,9 @@ class SplicedLM(nn.Module):
         self.placeholder_id = placeholder_id
 
     def embed(self, input_ids: Tensor, media: dict[str, Tensor], media_index: Tensor | None = None) -> Tensor:
-        """Token embeddings ``[B, T, D]`` with the projected media features at the placeholder tokens;
-        ``media_index`` (one entry per placeholder item, in order) picks each item's features from ``media``
-        when it holds every distinct item once."""
+        """Token embeddings ``[B, T, D]`` with the projected media features at the placeholder
+        tokens; ``media_index`` (one entry per placeholder item, in order) picks each item's
+        features from ``media`` when it holds every distinct item once."""
         embeds = self.lm.get_input_embeddings()(input_ids)  # [B, T, D]
         slots = input_ids == self.placeholder_id  # [B, T]
         if not media:
@@ -56,23 +61,36 @@ class SplicedLM(nn.Module):
         features = self.projector(self.encoder(**media)).to(embeds.dtype)  # [items, M, D]
         features = features if media_index is None else features[media_index]  # [placeholder items, M, D]
         if int(slots.sum()) != features.shape[0] * features.shape[1]:
-            raise ValueError(f"the prompts hold {int(slots.sum())} placeholder tokens but the media give "
-                             f"{features.shape[0]} x {features.shape[1]} features")
+            raise ValueError(
+                f"the prompts hold {int(slots.sum())} placeholder tokens but the media give "
+                f"{features.shape[0]} x {features.shape[1]} features"
+            )
         return embeds.masked_scatter(slots[..., None], features)
 
     def _split(self, kwargs: dict) -> dict[str, Tensor]:
         return {key: kwargs.pop(key) for key in self.encoder.media_keys if key in kwargs}
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor | None = None,
-                media_index: Tensor | None = None, **kwargs):
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        position_ids: Tensor | None = None,
+        media_index: Tensor | None = None,
+        **kwargs,
+    ):
         media = self._split(kwargs)
         position_ids = positions(attention_mask) if position_ids is None else position_ids
-        return self.lm(inputs_embeds=self.embed(input_ids, media, media_index), attention_mask=attention_mask,
-                       position_ids=position_ids, **kwargs)
+        return self.lm(
+            inputs_embeds=self.embed(input_ids, media, media_index),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **kwargs,
+        )
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor, **kwargs) -> Tensor:
-        """Prompt + new tokens ``[B, T + L]``: the prompt is fed as embeddings, later steps as token ids. With a
-        ``cache`` that already holds the prompt's media (`zoo.rollout.hf.generate_shared`) the rest is text."""
+        """Prompt + new tokens ``[B, T + L]``: the prompt is fed as embeddings, later steps as token
+        ids. With a ``cache`` that already holds the prompt's media
+        (`zoo.rollout.hf.generate_shared`) the rest is text."""
         if kwargs.get("cache") is not None:
             return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         embeds = self.embed(input_ids, self._split(kwargs))
@@ -104,15 +122,15 @@ class SplicedLM(nn.Module):
 class SplicedPolicy(PolicyModule):
     """Base of the encoder -> projector -> causal LM policies.
 
-    ``pretrained`` is either a causal LM (hub id, directory, ``tiny:qwen2``), joined to a new encoder and
-    projector built from the constructor arguments with a fixed ``init_seed`` (so the reference model equals
-    the initial policy), or a directory written by `save_pretrained`, which restores the encoder settings
-    and weights it saved.
+    ``pretrained`` is either a causal LM (hub id, directory, ``tiny:qwen2``), joined to a new
+    encoder and projector built from the constructor arguments with a fixed ``init_seed`` (so the
+    reference model equals the initial policy), or a directory written by `save_pretrained`, which
+    restores the encoder settings and weights it saved.
 
     Args:
         pretrained: A causal LM, a saved policy directory (see above) or a zoo checkpoint.
-        placeholder: The token whose copies the media features replace; added to the tokenizer (and the
-            embeddings resized) when the LM lacks it. Banned from completions.
+        placeholder: The token whose copies the media features replace; added to the tokenizer (and
+            the embeddings resized) when the LM lacks it. Banned from completions.
         init_seed: Seed of the new encoder and projector weights.
         **kwargs: Options common to every policy (see `PolicyModule`).
     """
@@ -131,20 +149,25 @@ class SplicedPolicy(PolicyModule):
 
     @abstractmethod
     def build_encoder(self, config: dict, load_weights: bool) -> nn.Module:
-        """An encoder from ``config`` (see `SplicedLM`), with an ``out_dim`` attribute. ``load_weights``
-        False: its weights come from a saved policy, so skip any download of pretrained weights."""
+        """An encoder from ``config`` (see `SplicedLM`), with an ``out_dim`` attribute.
+        ``load_weights`` False: its weights come from a saved policy, so skip any download of
+        pretrained weights."""
 
     def load(self, path: str) -> tuple[SplicedLM, object]:
         from transformers import AddedToken, AutoModelForCausalLM, AutoTokenizer
 
         saved = Path(path, CONFIG)
-        config = json.loads(saved.read_text()) if saved.exists() else {
-            "placeholder": self.placeholder, "encoder": self.encoder_config()}
+        config = (
+            json.loads(saved.read_text())
+            if saved.exists()
+            else {"placeholder": self.placeholder, "encoder": self.encoder_config()}
+        )
         tokenizer = AutoTokenizer.from_pretrained(path)
         lm = AutoModelForCausalLM.from_pretrained(path, **self.load_kwargs())
         if config["placeholder"] not in tokenizer.get_vocab():
-            tokenizer.add_tokens([AddedToken(config["placeholder"], special=True, normalized=False)],
-                                 special_tokens=True)
+            tokenizer.add_tokens(
+                [AddedToken(config["placeholder"], special=True, normalized=False)], special_tokens=True
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.init_seed)
             if len(tokenizer) > lm.get_input_embeddings().num_embeddings:
@@ -166,8 +189,8 @@ class SplicedPolicy(PolicyModule):
         return sorted(set(super()._banned_ids(vocab)) | {self.model.placeholder_id})
 
     def media_once(self, model: nn.Module, rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
-        """The encoder runs on each distinct prompt's items once; `SplicedLM` repeats their features per row
-        (``media_index``)."""
+        """The encoder runs on each distinct prompt's items once; `SplicedLM` repeats their features
+        per row (``media_index``)."""
         if self.reuse_media_features:
             media, index = distinct_media(rollout.prompts, self.media_kind, (rows // rollout.num_generations).tolist())
             if media:
@@ -175,27 +198,43 @@ class SplicedPolicy(PolicyModule):
         return nullcontext()
 
     def module_groups(self) -> dict[str, list[nn.Module]]:
-        return {self.encoder_group: [self.model.encoder], "projector": [self.model.projector],
-                "llm": [self.model.lm]}
+        return {self.encoder_group: [self.model.encoder], "projector": [self.model.projector], "llm": [self.model.lm]}
 
     def encode(self, examples: list) -> PromptBatch:
         self.check_media(examples)
         parts = [media_parts(ex, self.media_kind) for ex in examples]
-        texts = [self.tokenizer.apply_chat_template(self._flatten(ex), tokenize=False, add_generation_prompt=True)
-                 for ex in examples]
+        texts = [
+            self.tokenizer.apply_chat_template(self._flatten(ex), tokenize=False, add_generation_prompt=True)
+            for ex in examples
+        ]
         num_tokens = self.model.encoder.num_tokens
-        tensors = dict(self.tokenizer([t.replace(self.placeholder, self.placeholder * num_tokens) for t in texts],
-                                      padding=True, return_tensors="pt"))
+        tensors = dict(
+            self.tokenizer(
+                [t.replace(self.placeholder, self.placeholder * num_tokens) for t in texts],
+                padding=True,
+                return_tensors="pt",
+            )
+        )
         flat = [p for per in parts for p in per]
         if flat:
             tensors |= self.model.encoder.prepare(flat)
-        check_placeholders(tensors["input_ids"], self.model.placeholder_id, self.placeholder, self.media_kind,
-                           len(flat) * num_tokens, hint="does a text contain the placeholder?")
-        return PromptBatch(tensors=tensors, items={self.media_kind: [len(p) for p in parts]},
-                           specs={self.media_kind: self.model.encoder.spec})
+        check_placeholders(
+            tensors["input_ids"],
+            self.model.placeholder_id,
+            self.placeholder,
+            self.media_kind,
+            len(flat) * num_tokens,
+            hint="does a text contain the placeholder?",
+        )
+        return PromptBatch(
+            tensors=tensors,
+            items={self.media_kind: [len(p) for p in parts]},
+            specs={self.media_kind: self.model.encoder.spec},
+        )
 
     def _flatten(self, example) -> list[dict]:
-        """Messages with string contents, one placeholder per media item (any chat template renders these)."""
+        """Messages with string contents, one placeholder per media item (any chat template renders
+        these)."""
         out = []
         for message in example.messages:
             content = message["content"]
@@ -205,20 +244,24 @@ class SplicedPolicy(PolicyModule):
         return out
 
     def save_pretrained(self, path: str) -> None:
-        """The LM and tokenizer as a Hugging Face directory (loadable as a plain causal LM too), plus the
-        encoder and projector weights and settings: ``pretrained=<path>`` restores the whole policy."""
+        """The LM and tokenizer as a Hugging Face directory (loadable as a plain causal LM too),
+        plus the encoder and projector weights and settings: ``pretrained=<path>`` restores the
+        whole policy."""
         model = self.merged_model()
         model.lm.save_pretrained(path)
         self.processor.save_pretrained(path)
         config = {"class": type(self).__name__, "placeholder": self.placeholder, "encoder": model.encoder.config}
         Path(path, CONFIG).write_text(json.dumps(config, indent=2))
-        torch.save({"encoder": model.encoder.state_dict(), "projector": model.projector.state_dict()},
-                   Path(path, WEIGHTS))
+        torch.save(
+            {"encoder": model.encoder.state_dict(), "projector": model.projector.state_dict()}, Path(path, WEIGHTS)
+        )
 
 
-# ---- tiny random-init models (`zoo.tiny`) ----------------------------------------------------------
+# ---- tiny random-init models (`zoo.tiny`)
+# ----------------------------------------------------------
 def _qwen2():
-    """A text-only Qwen2 causal LM: the language model of the spliced policies' tests (``tiny:qwen2``)."""
+    """A text-only Qwen2 causal LM: the language model of the spliced policies' tests
+    (``tiny:qwen2``)."""
     from transformers import Qwen2Config
 
     tok = build_tokenizer()

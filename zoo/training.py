@@ -1,11 +1,12 @@
-"""The manual-step base every zoo strategy shares (GRPO, SFT and the hybrids): gradient accumulation taken over
-from Lightning, micro-batches planned alike on every rank, backward passes that synchronise gradients once per
-optimizer step, the optimizer step itself, checkpoints read as data, and held-out evaluation.
+"""The manual-step base every zoo strategy shares (GRPO, SFT and the hybrids): gradient accumulation
+taken over from Lightning, micro-batches planned alike on every rank, backward passes that
+synchronise gradients once per optimizer step, the optimizer step itself, checkpoints read as data,
+and held-out evaluation.
 
-A strategy adds `ManualStep` to one of Lightning's strategies (``class SFTStrategy(OneDevice, SFTMixin,
-SingleDeviceStrategy)`` with ``SFTMixin(ManualStep)``) and writes its training step with the public methods
-here: `steps_now`, `plan`, `forward`, `backward_pass`, `step_optimizer` (Lightning's own ``backward`` and
-``optimizer_step`` keep their meaning).
+A strategy adds `ManualStep` to one of Lightning's strategies (``class SFTStrategy(OneDevice,
+SFTMixin, SingleDeviceStrategy)`` with ``SFTMixin(ManualStep)``) and writes its training step with
+the public methods here: `steps_now`, `plan`, `forward`, `backward_pass`, `step_optimizer`
+(Lightning's own ``backward`` and ``optimizer_step`` keep their meaning).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from zoo.metrics import Means
 
 log = logging.getLogger(__name__)
 
-#: One micro-batch: the row indices it runs and its weight (0 for a padding pass that only keeps ranks in step).
+#: One micro-batch: the row indices it runs and its weight (0 for a padding pass that only keeps
+#: ranks in step).
 MicroBatch = tuple[Tensor, float]
 
 
@@ -42,8 +44,9 @@ class ManualStep:
 
     # ---- Lightning's seams ----------------------------------------------------------------------
     def connect(self, model) -> None:
-        """Takes over ``trainer.accumulate_grad_batches``: Lightning refuses it under manual optimization, so
-        the strategy counts the window itself (`steps_now`) and steps once per window."""
+        """Takes over ``trainer.accumulate_grad_batches``: Lightning refuses it under manual
+        optimization, so the strategy counts the window itself (`steps_now`) and steps once per
+        window."""
         super().connect(model)
         trainer = model._trainer
         if trainer is not None and trainer.accumulate_grad_batches > 1:
@@ -53,11 +56,13 @@ class ManualStep:
             trainer.accumulate_grad_batches = 1
 
     def accumulation_refused(self) -> str | None:
-        """Why this strategy's settings cannot accumulate gradients over several batches; None when they can."""
+        """Why this strategy's settings cannot accumulate gradients over several batches; None when
+        they can."""
         return None
 
     def setup(self, trainer) -> None:
-        """Checks once, before any step, that the data module has what this strategy calls (`data_needs`)."""
+        """Checks once, before any step, that the data module has what this strategy calls
+        (`data_needs`)."""
         super().setup(trainer)
         check_data(trainer.datamodule, self.data_needs())
 
@@ -66,11 +71,13 @@ class ManualStep:
         return []
 
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
-        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its code."""
+        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its
+        code."""
         return super().load_checkpoint(checkpoint_path, weights_only=True)
 
     def validation_step(self, batch: list, batch_idx: int) -> dict:
-        """Held-out completions, their rewards and per-example scores (`zoo.evaluation.Evaluation`)."""
+        """Held-out completions, their rewards and per-example scores
+        (`zoo.evaluation.Evaluation`)."""
         return self.evaluation.step(self.lightning_module, batch)
 
     test_step = validation_step
@@ -82,40 +89,44 @@ class ManualStep:
         return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
 
     def plan(self, rows: list[Tensor]) -> list[list[MicroBatch]]:
-        """Micro-batches of each row set, at most ``micro_batch_size`` rows each, padded so that every rank runs
-        as many passes per set (each backward is a collective under DDP and FSDP2): one all-reduce for all."""
+        """Micro-batches of each row set, at most ``micro_batch_size`` rows each, padded so that
+        every rank runs as many passes per set (each backward is a collective under DDP and FSDP2):
+        one all-reduce for all."""
         counts = torch.tensor([chunk_count(r, self.micro_batch_size) for r in rows], device=self.root_device)
         counts = self.reduce(counts, reduce_op="max").tolist()  # [k], the same on every rank
         return [plan_micro_batches(r, self.micro_batch_size, int(c)) for r, c in zip(rows, counts, strict=True)]
 
     def forward(self, rollout, rows: Tensor) -> dict[str, Tensor]:
-        """The policy's differentiable scores of ``rows`` (`zoo.PolicyModule.training_step`) through Lightning's
-        wrapper (DDP / FSDP2), so the gradients it gives are synchronised."""
+        """The policy's differentiable scores of ``rows`` (`zoo.PolicyModule.training_step`) through
+        Lightning's wrapper (DDP / FSDP2), so the gradients it gives are synchronised."""
         return super().training_step(rollout, rows)
 
     def backward_pass(self, loss: Tensor, last: bool) -> None:
-        """Backward of ``loss``; gradients are synchronised over ranks only when ``last`` (the window's final
-        pass), the others accumulate locally."""
+        """Backward of ``loss``; gradients are synchronised over ranks only when ``last`` (the
+        window's final pass), the others accumulate locally."""
         with self.sync_context(last):
             self.lightning_module.manual_backward(loss)
 
     def sync_context(self, last: bool):
-        """Skips the gradient all-reduce on every backward of the window but the last. It wraps the backward
-        only: under manual optimization Lightning prepares DDP's reducer in the backward, not the forward."""
+        """Skips the gradient all-reduce on every backward of the window but the last. It wraps the
+        backward only: under manual optimization Lightning prepares DDP's reducer in the backward,
+        not the forward."""
         if last or not isinstance(self, ParallelStrategy):
             return nullcontext()
         return self.block_backward_sync()
 
     def step_optimizer(self, means: Means, prefix: str, scale: float = 1.0) -> bool:
-        """Scale the gradients, clip, step the optimizer and the scheduler; returns whether the update was
-        skipped. A non-finite norm (a non-finite loss or an overflow) skips it, so the weights and the moments
-        stay as they were, but still counts as a step, so ``global_step``, schedules and sampling seeds stay
-        aligned. The norm is of the synchronised gradients: every rank takes the same decision.
+        """Scale the gradients, clip, step the optimizer and the scheduler; returns whether the
+        update was skipped. A non-finite norm (a non-finite loss or an overflow) skips it, so the
+        weights and the moments stay as they were, but still counts as a step, so ``global_step``,
+        schedules and sampling seeds stay aligned. The norm is of the synchronised gradients: every
+        rank takes the same decision.
 
         Args:
             means: Takes ``<prefix>/grad_norm`` when the step is taken.
             prefix: Metric prefix, e.g. ``train/grpo``.
-            scale: Factor applied to every gradient first (SFT's division by the window's token count).
+            scale: Factor applied to every gradient first (SFT's division by the window's token
+                count).
         """
         module = self.lightning_module
         optimizer = module.optimizers()
@@ -143,9 +154,9 @@ class ManualStep:
 
 
 def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[MicroBatch]:
-    """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count`` chunks
-    by chunks that re-run one row with weight 0: every rank must run as many forward and backward passes
-    (each is a collective under DDP and FSDP2)."""
+    """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count``
+    chunks by chunks that re-run one row with weight 0: every rank must run as many forward and
+    backward passes (each is a collective under DDP and FSDP2)."""
     chunks = torch.split(rows, size or max(len(rows), 1))
     plan = [(chunk, 1.0) for chunk in chunks if len(chunk)]
     filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)

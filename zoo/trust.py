@@ -1,6 +1,7 @@
-"""Checkpoints are data, never code: the policy classes a checkpoint may name (zoo's own, plus those the user's
-config or command line names) and the hyperparameters of a checkpoint that may reach a policy (plain data;
-never ``trust_remote_code``, which only the user's own config or command line can turn on)."""
+"""Checkpoints are data, never code: the policy classes a checkpoint may name (zoo's own, plus those
+the user's config or command line names) and the hyperparameters of a checkpoint that may reach a
+policy (plain data; never ``trust_remote_code``, which only the user's own config or command line
+can turn on)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from zoo.policy import PolicyModule
 
 log = logging.getLogger(__name__)
 
-#: Hyperparameters a checkpoint never sets: remote code is the user's opt-in; LightningCLI's instantiator and
-#: the optimizer / scheduler factories are import paths, so they come from the user's config.
+#: Hyperparameters a checkpoint never sets: remote code is the user's opt-in; LightningCLI's
+#: instantiator and the optimizer / scheduler factories are import paths, so they come from the
+#: user's config.
 NOT_FROM_CHECKPOINTS = ("trust_remote_code", "_instantiator", "optimizer", "scheduler")
 
 
@@ -33,21 +35,26 @@ def zoo_policies() -> dict[str, type[PolicyModule]]:
 
 
 def policy_class(class_path: str, allowed: Iterable[str] = ()) -> type[PolicyModule]:
-    """The `PolicyModule` subclass a checkpoint names, without importing anything the user did not choose.
+    """The `PolicyModule` subclass a checkpoint names, without importing anything the user did not
+    choose.
 
     Args:
         class_path: The import path the checkpoint holds.
-        allowed: Import paths the user's own config or command line names: their modules may be imported.
+        allowed: Import paths the user's own config or command line names: their modules may be
+            imported.
 
     Raises:
-        ValueError: ``class_path`` is neither one of zoo's policies nor in ``allowed``, or is no policy class.
+        ValueError: ``class_path`` is neither one of zoo's policies nor in ``allowed``, or is no
+            policy class.
     """
     known = zoo_policies()
     if not isinstance(class_path, str) or (class_path not in known and class_path not in set(allowed)):
-        raise ValueError(f"the checkpoint names {class_path!r}, which is not one of zoo's policies ("
-                         f"{', '.join(sorted(k for k in known if k.count('.') == 1))}) nor the class your config "
-                         "names; a checkpoint is data, so zoo does not import what it names (name your own "
-                         "policy class in the config, or with zoo export --policy)")
+        raise ValueError(
+            f"the checkpoint names {class_path!r}, which is not one of zoo's policies ("
+            f"{', '.join(sorted(k for k in known if k.count('.') == 1))}) nor the class your config "
+            "names; a checkpoint is data, so zoo does not import what it names (name your own "
+            "policy class in the config, or with zoo export --policy)"
+        )
     if class_path in known:
         return known[class_path]
     module, _, name = class_path.rpartition(".")
@@ -58,16 +65,21 @@ def policy_class(class_path: str, allowed: Iterable[str] = ()) -> type[PolicyMod
 
 
 def plain_hparams(hparams: dict, source: str = "the checkpoint") -> dict:
-    """A checkpoint's hyperparameters minus `NOT_FROM_CHECKPOINTS` (at any depth) and minus any value that
-    names a class (a ``class_path`` anywhere inside): what may reach a policy's ``__init__``."""
+    """A checkpoint's hyperparameters minus `NOT_FROM_CHECKPOINTS` (at any depth) and minus any
+    value that names a class (a ``class_path`` anywhere inside): what may reach a policy's
+    ``__init__``."""
     clean = {}
     for key, value in hparams.items():
         if key == "_class_path":
             continue
         if key in NOT_FROM_CHECKPOINTS or _names_a_class(value):
             if key == "trust_remote_code" and value:
-                log.warning("ignored trust_remote_code=%r from %s: only your own config or command line can "
-                            "let a model run its Python code", value, source)
+                log.warning(
+                    "ignored trust_remote_code=%r from %s: only your own config or command line can "
+                    "let a model run its Python code",
+                    value,
+                    source,
+                )
             continue
         clean[key] = plain_hparams(value, source) if isinstance(value, dict) else value
     return clean
@@ -82,8 +94,8 @@ def _names_a_class(value: object) -> bool:
 
 
 def checkpoint_model(hparams: dict, config_class: str | None, source: str = "the checkpoint") -> dict | None:
-    """The ``model`` section a checkpoint's hyperparameters contribute to a config (what LightningCLI merges on
-    ``--ckpt_path``), or None when they hold nothing.
+    """The ``model`` section a checkpoint's hyperparameters contribute to a config (what
+    LightningCLI merges on ``--ckpt_path``), or None when they hold nothing.
 
     Args:
         hparams: The checkpoint's ``hyper_parameters``.

@@ -1,7 +1,8 @@
-"""`AudioFolder`: every audio file under a directory tree, decoded with soundfile to mono at one sampling rate.
+"""`AudioFolder`: every audio file under a directory tree, decoded with soundfile to mono at one
+sampling rate.
 
-`decode` is the one decoding path, shared with `AudioQAJsonl`; resampling is `tasks.audio.common.resample`
-(band-limited, numpy only: no torchaudio).
+`decode` is the one decoding path, shared with `AudioQAJsonl`; resampling is
+`tasks.audio.common.resample` (band-limited, numpy only: no torchaudio).
 """
 
 from __future__ import annotations
@@ -17,23 +18,31 @@ from tasks.extras import require
 
 
 class AudioFolder(Source):
-    """Audio files found recursively under ``root``, sorted by path so an index names the same file on every run.
+    """Audio files found recursively under ``root``, sorted by path so an index names the same file
+    on every run.
 
-    Item ``i`` is a `tasks.Audio` of file ``i``: channels averaged to mono, resampled to ``sampling_rate``, and,
-    when the file is longer than ``clip_seconds``, cut to its central ``clip_seconds`` (only that part is read).
-    A file that cannot be decoded (corrupt, empty, not audio whatever its suffix) raises `tasks.SkipItem`.
+    Item ``i`` is a `tasks.Audio` of file ``i``: channels averaged to mono, resampled to
+    ``sampling_rate``, and, when the file is longer than ``clip_seconds``, cut to its central
+    ``clip_seconds`` (only that part is read). A file that cannot be decoded (corrupt, empty, not
+    audio whatever its suffix) raises `tasks.SkipItem`.
 
     Args:
         root: Directory searched recursively.
-        sampling_rate: Samples per second of the items (16000 is what Qwen2-Audio and Qwen2.5-Omni take).
+        sampling_rate: Samples per second of the items (16000 is what Qwen2-Audio and Qwen2.5-Omni
+            take).
         clip_seconds: Longest item, cut from the middle of longer files; ``None`` keeps whole files.
         extensions: File suffixes to include, matched case-insensitively.
     """
 
     modality = "audio"
 
-    def __init__(self, root: str, sampling_rate: int = 16000, clip_seconds: float | None = 10.0,
-                 extensions: tuple[str, ...] = (".wav", ".flac", ".ogg")):
+    def __init__(
+        self,
+        root: str,
+        sampling_rate: int = 16000,
+        clip_seconds: float | None = 10.0,
+        extensions: tuple[str, ...] = (".wav", ".flac", ".ogg"),
+    ):
         check_decoding(sampling_rate, clip_seconds)
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         self.root, self.extensions, self.paths = find_files(root, extensions, "AudioFolder")
@@ -56,10 +65,12 @@ def check_decoding(sampling_rate: int, clip_seconds: float | None) -> None:
         raise ValueError(f"clip_seconds must be > 0 or None, got {clip_seconds}")
 
 
-def decode(path: str | bytes, sampling_rate: int = 16000, clip_seconds: float | None = None,
-           name: str | None = None) -> Audio:
-    """Decode the audio file at ``path`` (or the bytes of one: an HF ``Audio`` column) as `AudioFolder`
-    describes; `tasks.SkipItem` naming it (``name``, else ``path``) for anything that cannot be decoded."""
+def decode(
+    path: str | bytes, sampling_rate: int = 16000, clip_seconds: float | None = None, name: str | None = None
+) -> Audio:
+    """Decode the audio file at ``path`` (or the bytes of one: an HF ``Audio`` column) as
+    `AudioFolder` describes; `tasks.SkipItem` naming it (``name``, else ``path``) for anything that
+    cannot be decoded."""
     soundfile = _soundfile()
     name = name or ("<audio bytes>" if isinstance(path, bytes) else str(path))
     try:
@@ -83,8 +94,8 @@ def _soundfile():
 
 
 def check_wav_complete(path) -> None:
-    """ValueError when a .wav file holds fewer sample bytes than its ``data`` chunk declares: libsndfile reads
-    such a truncated file without an error, as a shorter clip."""
+    """ValueError when a .wav file holds fewer sample bytes than its ``data`` chunk declares:
+    libsndfile reads such a truncated file without an error, as a shorter clip."""
     if isinstance(path, bytes):
         data = path
     elif not str(path).lower().endswith(".wav"):
@@ -96,11 +107,12 @@ def check_wav_complete(path) -> None:
         return  # not RIFF/WAVE: soundfile decides
     position = 12
     while position + 8 <= len(data):
-        chunk, size = data[position:position + 4], int.from_bytes(data[position + 4:position + 8], "little")
+        chunk, size = data[position : position + 4], int.from_bytes(data[position + 4 : position + 8], "little")
         if chunk == b"data":
             streamed = size in (0, 0xFFFFFFFF)  # writers that did not know the length leave it unset
             if not streamed and position + 8 + size > len(data):
-                raise ValueError(f"truncated: {len(data) - position - 8} bytes of samples where the header "
-                                 f"declares {size}")
+                raise ValueError(
+                    f"truncated: {len(data) - position - 8} bytes of samples where the header declares {size}"
+                )
             return
         position += 8 + size + size % 2  # chunks are padded to an even size

@@ -1,4 +1,5 @@
-"""`AudioQAJsonl`: labelled audio multiple-choice questions listed in a JSON-lines file (R1-AQA / MMAU layout)."""
+"""`AudioQAJsonl`: labelled audio multiple-choice questions listed in a JSON-lines file (R1-AQA /
+MMAU layout)."""
 
 from __future__ import annotations
 
@@ -18,25 +19,27 @@ AUDIO_KEYS = ("audio", "audio_path", "audio_id", "path")  # where rows of the co
 class AudioQAJsonl(Source):
     """One `tasks.AudioQA` per usable line of a JSON-lines file.
 
-    Each line is an object with the audio file (under the first present of ``audio``, ``audio_path``,
-    ``audio_id``, ``path``), ``question``, ``choices`` (a list of at least two strings) and ``answer`` (one of
-    the choices, or its 0-based index). Audio paths are relative to ``root`` (absolute paths must lie inside
-    it too) and may not leave it. Lines that are not valid JSON objects, lack a field, give a bad answer or a
-    path outside ``root`` or to no file are skipped when the file is read: counted in ``skipped_rows`` and
-    logged once, with the first reasons. Audio that cannot be decoded is skipped at training time, as in
-    `AudioFolder`.
+    Each line is an object with the audio file (under the first present of ``audio``,
+    ``audio_path``, ``audio_id``, ``path``), ``question``, ``choices`` (a list of at least two
+    strings) and ``answer`` (one of the choices, or its 0-based index). Audio paths are relative to
+    ``root`` (absolute paths must lie inside it too) and may not leave it. Lines that are not valid
+    JSON objects, lack a field, give a bad answer or a path outside ``root`` or to no file are
+    skipped when the file is read: counted in ``skipped_rows`` and logged once, with the first
+    reasons. Audio that cannot be decoded is skipped at training time, as in `AudioFolder`.
 
     Args:
         path: The ``.jsonl`` file.
         root: Dataset root the audio paths resolve in; ``None`` means the directory of ``path``.
         sampling_rate: Samples per second of the decoded audio.
-        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them whole.
+        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them
+            whole.
     """
 
     modality = "audio_qa"
 
-    def __init__(self, path: str, root: str | None = None, sampling_rate: int = 16000,
-                 clip_seconds: float | None = 30.0):
+    def __init__(
+        self, path: str, root: str | None = None, sampling_rate: int = 16000, clip_seconds: float | None = 30.0
+    ):
         check_decoding(sampling_rate, clip_seconds)
         file = Path(path).expanduser()
         if not file.is_file():
@@ -52,13 +55,19 @@ class AudioQAJsonl(Source):
                 reasons.append(f"{file}:{number}: {str(err)[:200]}")
         self.skipped_rows = len(reasons)
         if reasons:
-            log.warning("%s: skipped %d of %d rows, e.g. %s", file, len(reasons), len(reasons) + len(self.rows),
-                        "; ".join(reasons[:3]))
+            log.warning(
+                "%s: skipped %d of %d rows, e.g. %s",
+                file,
+                len(reasons),
+                len(reasons) + len(self.rows),
+                "; ".join(reasons[:3]),
+            )
         if not self.rows:
             raise ValueError(f"no usable rows in {str(file)!r}")
 
     def _row(self, row: object) -> dict:
-        """A checked row ``{"audio": absolute path, "question", "choices", "answer"}``; ValueError if unusable."""
+        """A checked row ``{"audio": absolute path, "question", "choices", "answer"}``; ValueError
+        if unusable."""
         if isinstance(row, dict) and "_error" in row:
             raise ValueError(row["_error"])
         if not isinstance(row, dict):

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 class Source(ABC):
     """An indexable collection of raw media items (PIL images, clips, waveforms, ...).
 
-    ``__getitem__`` raises `tasks.SkipItem` for an item that cannot be decoded; the data module skips it,
-    counts it and logs it once with ``describe(index)``.
+    ``__getitem__`` raises `tasks.SkipItem` for an item that cannot be decoded; the data module
+    skips it, counts it and logs it once with ``describe(index)``.
     """
 
     modality: ClassVar[str]
@@ -30,14 +30,15 @@ class Source(ABC):
 
 
 def find_files(root: str, extensions: tuple[str, ...], owner: str) -> tuple[Path, tuple[str, ...], list[str]]:
-    """Files under ``root`` (recursively) whose suffix is one of ``extensions`` (case-insensitive, leading dot
-    optional), sorted by path so that an index names the same file on every run.
+    """Files under ``root`` (recursively) whose suffix is one of ``extensions`` (case-insensitive,
+    leading dot optional), sorted by path so that an index names the same file on every run.
 
     Returns:
         The root as a path, the normalised extensions, and the sorted file paths.
 
     Raises:
-        FileNotFoundError: ``root`` is not a directory, or holds no matching file (named after ``owner``).
+        FileNotFoundError: ``root`` is not a directory, or holds no matching file (named after
+            ``owner``).
     """
     folder = Path(root).expanduser()
     if not folder.is_dir():

@@ -1,8 +1,9 @@
 """`Benchmark`: the rows of a released labelled-benchmark file, each checked when the file is read.
 
-Subclasses read one kind each: `MCQBenchmark` (CV-Bench, MMBench, MMAU), `GroundingBenchmark` (RefCOCO) and
-`MomentBenchmark` (Charades-STA). Column names are their arguments, so one class reads every layout of its kind;
-configs/eval/*.yaml set them per benchmark. See `tables` for the file formats and media cells.
+Subclasses read one kind each: `MCQBenchmark` (CV-Bench, MMBench, MMAU), `GroundingBenchmark`
+(RefCOCO) and `MomentBenchmark` (Charades-STA). Column names are their arguments, so one class reads
+every layout of its kind; configs/eval/*.yaml set them per benchmark. See `tables` for the file
+formats and media cells.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ from tasks.extras import require
 
 
 class Benchmark(Source):
-    """Rows of a released benchmark file, each checked when the file is read and turned into zero or more
-    records; a bad row (missing column, undecodable image, answer not among the options, box outside the image,
-    media path leaving ``root``, ...) is skipped, counted in ``skipped_rows`` (by kind in ``skip_reasons``) and
-    logged once with the first example of each kind.
+    """Rows of a released benchmark file, each checked when the file is read and turned into zero or
+    more records; a bad row (missing column, undecodable image, answer not among the options, box
+    outside the image, media path leaving ``root``, ...) is skipped, counted in ``skipped_rows`` (by
+    kind in ``skip_reasons``) and logged once with the first example of each kind.
 
     Args:
-        path: A ``.parquet``, ``.jsonl``, ``.json`` (a list of objects), ``.tsv`` / ``.csv`` or Charades-STA
-            ``.txt`` file, or a folder of ``.parquet`` shards (a Hugging Face dataset download).
-        root: Folder that media paths in the rows are relative to (and may not leave); ``None`` means the folder
-            holding ``path`` (``path`` itself when it is a folder).
-        path_format: Turns a media path cell into a path under ``root``, e.g. ``"Charades_v1_480/{}.mp4"`` for
-            bare ids.
+        path: A ``.parquet``, ``.jsonl``, ``.json`` (a list of objects), ``.tsv`` / ``.csv`` or
+            Charades-STA ``.txt`` file, or a folder of ``.parquet`` shards (a Hugging Face dataset
+            download).
+        root: Folder that media paths in the rows are relative to (and may not leave); ``None``
+            means the folder holding ``path`` (``path`` itself when it is a folder).
+        path_format: Turns a media path cell into a path under ``root``, e.g.
+            ``"Charades_v1_480/{}.mp4"`` for bare ids.
         limit: Keep only the first this many usable items (a quick look at a large benchmark).
     """
 
@@ -47,8 +49,11 @@ class Benchmark(Source):
         if any(file.suffix == ".parquet" for file in files):
             require("pyarrow.parquet", "eval", f"{owner} reads parquet files with pyarrow")  # before any work
         where = Path(path).expanduser()
-        self.root = Path(root).expanduser().resolve() if root is not None else \
-            (where if where.is_dir() else where.parent).resolve()
+        self.root = (
+            Path(root).expanduser().resolve()
+            if root is not None
+            else (where if where.is_dir() else where.parent).resolve()
+        )
         self.records, skips = self._read(files, where, limit)
         self.skipped_rows, self.skip_reasons = skips.count, dict(skips.reasons)
         if not self.records:
@@ -66,15 +71,19 @@ class Benchmark(Source):
                     raise ValueError(row.get("_error", "not an object") if isinstance(row, dict) else "not an object")
                 records.extend(self.parse(row, f"{where.name}[{number}]"))
             except Exception as err:  # whatever a bad row raises (a decoder's error, RecursionError, ...): skipped
-                skips.add(place, str(err)[:300] if isinstance(err, ValueError | SkipItem) else
-                          f"{type(err).__name__}: {str(err)[:200]}")
+                skips.add(
+                    place,
+                    str(err)[:300]
+                    if isinstance(err, ValueError | SkipItem)
+                    else f"{type(err).__name__}: {str(err)[:200]}",
+                )
         skips.report()
         return records[:limit], skips  # a row of several sentences may pass the limit
 
     @abstractmethod
     def parse(self, row: dict, name: str) -> list[dict]:
-        """Check one row and return its records (what `__getitem__` needs); ValueError ``kind: detail`` or
-        `tasks.SkipItem` when the row cannot be used."""
+        """Check one row and return its records (what `__getitem__` needs); ValueError ``kind:
+        detail`` or `tasks.SkipItem` when the row cannot be used."""
 
     def __len__(self) -> int:
         return len(self.records)
@@ -87,8 +96,8 @@ class Benchmark(Source):
         return tables.media_refs(tables.cell(row, column), self.root, self.path_format)
 
     def images(self, row: dict, column: str, name: str, strings: str = "path") -> list:
-        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError if one cannot
-        be."""
+        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError
+        if one cannot be."""
         refs = tables.media_refs(tables.cell(row, column), self.root, self.path_format, strings)
         sizes = []
         for ref in refs:

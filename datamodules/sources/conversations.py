@@ -1,5 +1,6 @@
-"""`Conversations`: labelled chat files (LLaVA-style and ShareGPT / OpenAI-messages-style) as supervised items,
-one per assistant turn, with image, video and audio paths confined to the dataset root."""
+"""`Conversations`: labelled chat files (LLaVA-style and ShareGPT / OpenAI-messages-style) as
+supervised items, one per assistant turn, with image, video and audio paths confined to the dataset
+root."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ from datamodules.sources.video_folder import check_sampling
 from datamodules.sources.video_folder import decode as decode_video
 from tasks.mcq import media_part
 
-ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "model": "assistant",
-         "bot": "assistant", "system": "system"}
+ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "system": "system",
+}
 KINDS = ("image", "video", "audio")
 _MARKER = re.compile(r"<(image|video|audio)>")
-# chat-template control tokens written as text (``<|im_start|>``, ``<|image_pad|>``): a tokenizer reads them as
-# the special tokens themselves, which would forge turns or media placeholders
+# chat-template control tokens written as text (``<|im_start|>``, ``<|image_pad|>``): a tokenizer
+# reads them as the special tokens themselves, which would forge turns or media placeholders
 _SPECIAL = re.compile(r"<\|[^<>|\s]{1,40}\|>")
 
 
@@ -29,8 +37,8 @@ class Dialogue:
     """A conversation up to one assistant turn: what `datamodules.Replies` makes an example of.
 
     Attributes:
-        messages: The chat messages before the reply (system, user and earlier assistant turns), media decoded
-            inline as content parts.
+        messages: The chat messages before the reply (system, user and earlier assistant turns),
+            media decoded inline as content parts.
         reply: The recorded assistant turn that answers them.
         name: Where it came from (file, row and turn), for logs.
     """
@@ -41,46 +49,62 @@ class Dialogue:
 
 
 class Conversations(Benchmark):
-    """Chat rows as `Dialogue` items: one per assistant turn (each with the whole history before it), in file
-    order. Every layout people ship works:
+    """Chat rows as `Dialogue` items: one per assistant turn (each with the whole history before
+    it), in file order. Every layout people ship works:
 
-    - LLaVA: ``{"image": "coco/1.jpg", "conversations": [{"from": "human", "value": "<image>\\nWhat is it?"},
-      {"from": "gpt", "value": "A bus."}, ...]}`` (``image`` may be a list; ``video`` and ``audio`` likewise);
-    - ShareGPT (LLaMA-Factory): ``conversations`` plus ``images`` / ``videos`` / ``audios`` lists and an optional
-      ``system``;
-    - OpenAI / ms-swift messages: ``{"messages": [{"role": "user", "content": "<image>..."}, ...], "images": [...]}``.
+    - LLaVA: ``{"image": "coco/1.jpg", "conversations": [{"from": "human", "value": "<image>\\nWhat
+      is it?"}, {"from": "gpt", "value": "A bus."}, ...]}`` (``image`` may be a list; ``video`` and
+      ``audio`` likewise);
+    - ShareGPT (LLaMA-Factory): ``conversations`` plus ``images`` / ``videos`` / ``audios`` lists
+      and an optional ``system``;
+    - OpenAI / ms-swift messages: ``{"messages": [{"role": "user", "content": "<image>..."}, ...],
+      "images": [...]}``.
 
-    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a row without
-    markers shows its media at the start of the first user turn. A row is skipped, counted (``skip_reasons``)
-    and logged once when it cannot be used: no conversation, an unknown role, turns that do not alternate
-    user / assistant, no assistant turn, markers that do not match the media, media in an assistant turn,
-    chat-template control tokens written as text (``<|im_start|>``), or a media path that is missing or leads
-    outside ``root`` (symlinks included). Media are decoded when an item is used; one that does not decode
-    skips that item (counted by the data module).
+    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a
+    row without markers shows its media at the start of the first user turn. A row is skipped,
+    counted (``skip_reasons``) and logged once when it cannot be used: no conversation, an unknown
+    role, turns that do not alternate user / assistant, no assistant turn, markers that do not match
+    the media, media in an assistant turn, chat-template control tokens written as text
+    (``<|im_start|>``), or a media path that is missing or leads outside ``root`` (symlinks
+    included). Media are decoded when an item is used; one that does not decode skips that item
+    (counted by the data module).
 
     Args:
-        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of ``.parquet`` shards.
-        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's last one.
+        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of
+            ``.parquet`` shards.
+        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's
+            last one.
         sampling_rate: Audio samples per second.
         clip_seconds: Longest audio clip (its middle); None keeps recordings whole.
         num_frames: Frames per video (None: by ``fps``).
         fps: Video frames per second when ``num_frames`` is None.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; None keeps the stored size.
-        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder of
-            ``path``), ``path_format`` and ``limit``, see `datamodules.sources.benchmarks.Benchmark`.
+        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder
+            of ``path``), ``path_format`` and ``limit``, see
+            `datamodules.sources.benchmarks.Benchmark`.
     """
 
     modality = "conversation"
 
-    def __init__(self, path: str, turns: Literal["all", "last"] = "all", sampling_rate: int = 16000,
-                 clip_seconds: float | None = 30.0, num_frames: int | None = 8, fps: float | None = None,
-                 max_frames: int = 64, max_pixels: int | None = 256 * 256, **kwargs):
+    def __init__(
+        self,
+        path: str,
+        turns: Literal["all", "last"] = "all",
+        sampling_rate: int = 16000,
+        clip_seconds: float | None = 30.0,
+        num_frames: int | None = 8,
+        fps: float | None = None,
+        max_frames: int = 64,
+        max_pixels: int | None = 256 * 256,
+        **kwargs,
+    ):
         if turns not in ("all", "last"):
             raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
         check_decoding(sampling_rate, clip_seconds)
-        self.video_sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
-                                   trim=0.0)
+        self.video_sampling = dict(
+            num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=0.0
+        )
         check_sampling(**self.video_sampling)
         self.turns, self.sampling_rate, self.clip_seconds = turns, sampling_rate, clip_seconds
         super().__init__(path, **kwargs)
@@ -103,7 +127,8 @@ class Conversations(Benchmark):
         return [{"name": f"{name}#turn{i}", "turns": turns[:i], "reply": messages[i][1].strip()} for i in chosen]
 
     def _refs(self, row: dict, kind: str) -> list:
-        """The media of ``kind`` a row lists (``image`` or ``images``, ...), each bytes or a file in the root."""
+        """The media of ``kind`` a row lists (``image`` or ``images``, ...), each bytes or a file in
+        the root."""
         for column in (kind, f"{kind}s"):
             if not tables.blank(row.get(column)) and row.get(column) != []:
                 refs = self.media(row, column)
@@ -114,12 +139,15 @@ class Conversations(Benchmark):
 
     def __getitem__(self, index: int) -> Dialogue:
         record = self.records[index]
-        messages = [{"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
-                    for role, parts in record["turns"]]
+        messages = [
+            {"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
+            for role, parts in record["turns"]
+        ]
         return Dialogue(messages, record["reply"], record["name"])
 
     def _part(self, kind: str, value, name: str) -> dict:
-        """A content part: text as it is, a media reference decoded (`tasks.SkipItem` when it cannot be)."""
+        """A content part: text as it is, a media reference decoded (`tasks.SkipItem` when it cannot
+        be)."""
         if kind == "text":
             return {"type": "text", "text": value}
         if kind == "image":
@@ -131,8 +159,8 @@ class Conversations(Benchmark):
 
 
 def _messages(row: dict) -> list[tuple[str, str]]:
-    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind: detail`` when the
-    row holds no valid conversation."""
+    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind:
+    detail`` when the row holds no valid conversation."""
     turns = row.get("conversations", row.get("messages"))
     if not isinstance(turns, list) or not turns:
         raise ValueError("missing conversation: no non-empty 'conversations' or 'messages' list")
@@ -151,8 +179,8 @@ def _messages(row: dict) -> list[tuple[str, str]]:
 
 
 def _check_order(roles: list[str]) -> None:
-    """An optional system turn, then user and assistant turns alternating from a user turn (what every chat
-    template accepts)."""
+    """An optional system turn, then user and assistant turns alternating from a user turn (what
+    every chat template accepts)."""
     chat = roles[1:] if roles[0] == "system" else roles
     expected = ["user" if i % 2 == 0 else "assistant" for i in range(len(chat))]
     if chat != expected:
@@ -160,8 +188,8 @@ def _check_order(roles: list[str]) -> None:
 
 
 def _placed(role: str, text: str, media: dict[str, list]) -> tuple[str, list[tuple[str, object]]]:
-    """A turn as ``(role, parts)``: its text pieces and, at each marker, the next reference of that kind in
-    ``media`` (consumed)."""
+    """A turn as ``(role, parts)``: its text pieces and, at each marker, the next reference of that
+    kind in ``media`` (consumed)."""
     pieces = _MARKER.split(text)  # text, kind, text, kind, ..., text
     if len(pieces) > 1 and role != "user":
         raise ValueError(f"media outside a user turn: a {role} turn holds a media marker")

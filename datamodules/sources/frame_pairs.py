@@ -1,5 +1,5 @@
-"""`FramePairs`: consecutive frames of a recorded agent (a video's frames or a simulator log) with the
-discrete action taken between them, for embodied inverse dynamics."""
+"""`FramePairs`: consecutive frames of a recorded agent (a video's frames or a simulator log) with
+the discrete action taken between them, for embodied inverse dynamics."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ from tasks.gui.common import FramePair
 
 
 class FramePairs(Source):
-    """Every consecutive pair of frames of every episode of a JSONL file, labelled with the action between.
+    """Every consecutive pair of frames of every episode of a JSONL file, labelled with the action
+    between.
 
-    One episode per line, ``{"frames": ["run3/000.png", "run3/001.png", "run3/002.png"], "actions": ["left",
-    "up"]}``: ``actions[t]`` leads from ``frames[t]`` to ``frames[t + 1]``. Frame paths are relative to the
-    folder of the file and may not lead outside it. Pairs with a label outside the action set, or a path that
-    escapes the folder or names no file, are skipped when the file is read, counted in ``skipped`` and logged
-    once; a frame that cannot be decoded raises `tasks.SkipItem`.
+    One episode per line, ``{"frames": ["run3/000.png", "run3/001.png", "run3/002.png"], "actions":
+    ["left", "up"]}``: ``actions[t]`` leads from ``frames[t]`` to ``frames[t + 1]``. Frame paths are
+    relative to the folder of the file and may not lead outside it. Pairs with a label outside the
+    action set, or a path that escapes the folder or names no file, are skipped when the file is
+    read, counted in ``skipped`` and logged once; a frame that cannot be decoded raises
+    `tasks.SkipItem`.
 
     Args:
         path: The JSONL file.
-        actions: The agent's action set, in the order lettered options list it; ``None`` takes every label
-            found in the file, sorted.
+        actions: The agent's action set, in the order lettered options list it; ``None`` takes every
+            label found in the file, sorted.
     """
 
     modality = "frame_pair"
@@ -33,12 +35,17 @@ class FramePairs(Source):
         skips = RowSkips("FramePairs", path)
         found: list[tuple[str, str, str, int]] = []  # (before, after, label, line) still unresolved
         for line, row in rows:
-            if not isinstance(row, dict) or not isinstance(row.get("frames"), list) \
-                    or not isinstance(row.get("actions"), list) or len(row["frames"]) != len(row["actions"]) + 1:
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("frames"), list)
+                or not isinstance(row.get("actions"), list)
+                or len(row["frames"]) != len(row["actions"]) + 1
+            ):
                 skips.add(line, "missing field: an episode needs 'frames' and one fewer 'actions'")
                 continue
-            found += [(row["frames"][t], row["frames"][t + 1], row["actions"][t], line)
-                      for t in range(len(row["actions"]))]
+            found += [
+                (row["frames"][t], row["frames"][t + 1], row["actions"][t], line) for t in range(len(row["actions"]))
+            ]
         labels = sorted({label for *_, label, _ in found if isinstance(label, str)})
         self.actions = tuple(labels if actions is None else actions)
         self.pairs: list[tuple[Path, Path, str, str]] = []

@@ -1,5 +1,5 @@
-"""`GroundingBenchmark`: referring-expression benchmarks (RefCOCO, RefCOCO+, RefCOCOg) read from their released
-files."""
+"""`GroundingBenchmark`: referring-expression benchmarks (RefCOCO, RefCOCO+, RefCOCOg) read from
+their released files."""
 
 from __future__ import annotations
 
@@ -13,27 +13,36 @@ _BOX_SLACK = 1.0  # pixels a box may overhang the image (float rounding in relea
 
 
 class GroundingBenchmark(Benchmark):
-    """Referring expressions with their boxes (RefCOCO, RefCOCO+, RefCOCOg): `tasks.Referring` items for
-    `tasks.ReferringGrounding`, one per expression (a row listing several sentences gives one item each).
+    """Referring expressions with their boxes (RefCOCO, RefCOCO+, RefCOCOg): `tasks.Referring` items
+    for `tasks.ReferringGrounding`, one per expression (a row listing several sentences gives one
+    item each).
 
-    Boxes must lie inside the image (an overhang of up to 1 pixel is clipped) and have a positive area; the
-    image is decoded when the file is read to check both.
+    Boxes must lie inside the image (an overhang of up to 1 pixel is clipped) and have a positive
+    area; the image is decoded when the file is read to check both.
 
     Args:
         path: See `Benchmark`.
-        box_format: How ``bbox`` is written, in pixels: ``"xywh"`` (left, top, width, height: COCO, RefCOCO) or
-            ``"xyxy"`` (left, top, right, bottom). No default: a wrong guess halves every IoU silently.
+        box_format: How ``bbox`` is written, in pixels: ``"xywh"`` (left, top, width, height: COCO,
+            RefCOCO) or ``"xyxy"`` (left, top, right, bottom). No default: a wrong guess halves
+            every IoU silently.
         image: Column of the image (HF ``Image`` struct, bytes or path).
-        expressions: Column of the referring expression: a string, or a list of strings (several sentences
-            for one object).
+        expressions: Column of the referring expression: a string, or a list of strings (several
+            sentences for one object).
         bbox: Column of the box.
         **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
     """
 
     modality = "referring"
 
-    def __init__(self, path: str, box_format: Literal["xywh", "xyxy"], image: str = "image",
-                 expressions: str = "expression", bbox: str = "bbox", **kwargs):
+    def __init__(
+        self,
+        path: str,
+        box_format: Literal["xywh", "xyxy"],
+        image: str = "image",
+        expressions: str = "expression",
+        bbox: str = "bbox",
+        **kwargs,
+    ):
         if box_format not in ("xywh", "xyxy"):
             raise ValueError(f"box_format must be 'xywh' or 'xyxy', got {box_format!r}")
         self.box_format = box_format
@@ -53,8 +62,9 @@ class GroundingBenchmark(Benchmark):
         if box[0] >= box[2] or box[1] >= box[3]:
             raise ValueError(f"bad box: {box} has no area")
         sentences = tables.cell(row, self.columns["expressions"])
-        sentences = [s for s in (sentences if isinstance(sentences, list) else [sentences])
-                     if isinstance(s, str) and s.strip()]
+        sentences = [
+            s for s in (sentences if isinstance(sentences, list) else [sentences]) if isinstance(s, str) and s.strip()
+        ]
         if not sentences:
             raise ValueError("missing column: no referring expression")
         return [{"name": f"{name}#{i}", "image": ref, "expression": s, "box": box} for i, s in enumerate(sentences)]

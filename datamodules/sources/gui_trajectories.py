@@ -1,5 +1,5 @@
-"""`GUITrajectories`: GUI episodes in the AndroidControl layout (screenshots, actions, accessibility trees) as
-transitions, for GUI inverse dynamics (UI-Shift) and grounding."""
+"""`GUITrajectories`: GUI episodes in the AndroidControl layout (screenshots, actions, accessibility
+trees) as transitions, for GUI inverse dynamics (UI-Shift) and grounding."""
 
 from __future__ import annotations
 
@@ -12,28 +12,31 @@ from tasks.gui.common import GUITransition, Node, check_action
 
 
 class GUITrajectories(Source):
-    """Every step of every episode of a JSONL file: screenshot ``t``, action ``t``, screenshot ``t + steps``
-    (``steps`` 1: one transition; more: GUI-Shift's K-step transitions, whose answer is the first action).
+    """Every step of every episode of a JSONL file: screenshot ``t``, action ``t``, screenshot ``t +
+    steps`` (``steps`` 1: one transition; more: GUI-Shift's K-step transitions, whose answer is the
+    first action).
 
     One episode per line::
 
         {"episode_id": 7, "screenshots": ["epi7/0.png", "epi7/1.png", "epi7/2.png"],
-         "actions": [{"action_type": "click", "x": 540, "y": 1200}, {"action_type": "scroll", "direction": "down"}],
-         "accessibility_trees": [[{"bounds": [0, 0, 1080, 2400], "text": "", "class": "FrameLayout"}, ...], ...]}
+         "actions": [{"action_type": "click", "x": 540, "y": 1200}, {"action_type": "scroll",
+         "direction": "down"}], "accessibility_trees": [[{"bounds": [0, 0, 1080, 2400], "text": "",
+         "class": "FrameLayout"}, ...], ...]}
 
-    Actions use the schema of `tasks.gui.common` or AndroidControl's names (``action_type``, ``input_text``,
-    ``app_name``). ``accessibility_trees`` is optional (one list of nodes per screenshot; a node has
-    ``bounds`` ``[left, top, right, bottom]`` or AndroidControl's ``bbox_pixels``, and optional ``text`` /
-    ``content_description`` and ``class`` / ``class_name``). Screenshot paths are relative to the folder of
-    the file and may not lead outside it. Steps with a missing field, a bad action or tree, or a path that
-    escapes the folder or names no file are skipped when the file is read, counted in ``skipped`` and logged
-    once; a screenshot that cannot be decoded raises `tasks.SkipItem` (the data module skips and logs it). An
-    episode with fewer than ``steps`` actions gives no item and is counted as skipped.
+    Actions use the schema of `tasks.gui.common` or AndroidControl's names (``action_type``,
+    ``input_text``, ``app_name``). ``accessibility_trees`` is optional (one list of nodes per
+    screenshot; a node has ``bounds`` ``[left, top, right, bottom]`` or AndroidControl's
+    ``bbox_pixels``, and optional ``text`` / ``content_description`` and ``class`` /
+    ``class_name``). Screenshot paths are relative to the folder of the file and may not lead
+    outside it. Steps with a missing field, a bad action or tree, or a path that escapes the folder
+    or names no file are skipped when the file is read, counted in ``skipped`` and logged once; a
+    screenshot that cannot be decoded raises `tasks.SkipItem` (the data module skips and logs it).
+    An episode with fewer than ``steps`` actions gives no item and is counted as skipped.
 
     Args:
         path: The JSONL file.
-        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper); only the
-            first is answered, the later ones need not be valid actions.
+        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper);
+            only the first is answered, the later ones need not be valid actions.
     """
 
     modality = "gui"
@@ -80,12 +83,16 @@ class GUITrajectories(Source):
 
 
 def _num_steps(row: dict, line: int, skips: RowSkips) -> int:
-    """Transitions the episode claims (one per action); 0, with the row counted as skipped, if malformed."""
+    """Transitions the episode claims (one per action); 0, with the row counted as skipped, if
+    malformed."""
     if isinstance(row, dict) and "_error" in row:
         skips.add(line, f"malformed row: {row['_error']}")
         return 0
-    if not isinstance(row, dict) or not isinstance(row.get("screenshots"), list) \
-            or not isinstance(row.get("actions"), list):
+    if (
+        not isinstance(row, dict)
+        or not isinstance(row.get("screenshots"), list)
+        or not isinstance(row.get("actions"), list)
+    ):
         skips.add(line, "missing field: an episode needs lists 'screenshots' and 'actions'")
         return 0
     if len(row["screenshots"]) != len(row["actions"]) + 1:
@@ -96,7 +103,8 @@ def _num_steps(row: dict, line: int, skips: RowSkips) -> int:
 
 
 def _num_windows(row: dict, line: int, skips: RowSkips, steps: int) -> int:
-    """Items the episode gives: one per action with ``steps`` actions from it on; 0, counted, if it is shorter."""
+    """Items the episode gives: one per action with ``steps`` actions from it on; 0, counted, if it
+    is shorter."""
     actions = _num_steps(row, line, skips)
     if 0 < actions < steps:
         skips.add(line, f"too short: {actions} action(s), fewer than steps={steps}")

@@ -9,16 +9,17 @@ from tasks import SkipItem
 
 
 class ImageFolder(Source):
-    """Images found recursively under ``root``, sorted by path so an index names the same file on every run.
+    """Images found recursively under ``root``, sorted by path so an index names the same file on
+    every run.
 
-    EXIF orientation is applied, so an upright photo stays upright for rotation tasks. A file that cannot be
-    decoded raises `tasks.SkipItem`.
+    EXIF orientation is applied, so an upright photo stays upright for rotation tasks. A file that
+    cannot be decoded raises `tasks.SkipItem`.
 
     Args:
         root: Directory searched recursively.
         extensions: File suffixes to include, matched case-insensitively.
-        max_side: Downsize, keeping the aspect ratio, so that the longer side is at most this many pixels;
-            ``None`` keeps the stored size.
+        max_side: Downsize, keeping the aspect ratio, so that the longer side is at most this many
+            pixels; ``None`` keeps the stored size.
     """
 
     modality = "image"
@@ -61,7 +62,8 @@ class ImageFolder(Source):
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
-    """RGB, with transparent pixels composited on white (a bare convert leaves arbitrary colours there)."""
+    """RGB, with transparent pixels composited on white (a bare convert leaves arbitrary colours
+    there)."""
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         canvas = Image.new("RGB", rgba.size, (255, 255, 255))

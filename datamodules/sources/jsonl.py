@@ -1,5 +1,5 @@
-"""Reading JSONL files whose media paths must stay inside a dataset root (shared by the GUI, frame-pair and
-audio QA sources)."""
+"""Reading JSONL files whose media paths must stay inside a dataset root (shared by the GUI,
+frame-pair and audio QA sources)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 
 
 def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
-    """The dataset root (the folder holding ``path``) and the ``(line number, object)`` of each non-blank line.
+    """The dataset root (the folder holding ``path``) and the ``(line number, object)`` of each
+    non-blank line.
 
     Raises:
         FileNotFoundError: ``path`` is not a file.
@@ -29,9 +30,9 @@ def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
 
 
 def json_lines(file: Path) -> Iterator[tuple[int, object]]:
-    """The ``(line number, value)`` of each non-blank line; a line that is not UTF-8 JSON (an invalid byte,
-    nesting deeper than the parser's stack, ...) comes as ``{"_error": reason}``, so one bad line
-    never stops the file."""
+    """The ``(line number, value)`` of each non-blank line; a line that is not UTF-8 JSON (an
+    invalid byte, nesting deeper than the parser's stack, ...) comes as ``{"_error": reason}``, so
+    one bad line never stops the file."""
     with open(file, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
@@ -43,8 +44,8 @@ def json_lines(file: Path) -> Iterator[tuple[int, object]]:
 
 
 def inside(root: Path, relative: object) -> Path:
-    """``relative`` resolved under ``root``; ValueError for a non-string, or a path (absolute, ``..``, or a
-    symlink) that leads outside the root, or to no file."""
+    """``relative`` resolved under ``root``; ValueError for a non-string, or a path (absolute,
+    ``..``, or a symlink) that leads outside the root, or to no file."""
     if not isinstance(relative, str) or not relative:
         raise ValueError(f"a media path must be a non-empty string, got {relative!r}")
     resolved = (root / relative).resolve()
@@ -66,13 +67,15 @@ def load_rgb(path: Path) -> Image.Image:
 
 
 class RowSkips:
-    """Counts the rows of an episode file that cannot be used, by reason, and logs them once (a summary)."""
+    """Counts the rows of an episode file that cannot be used, by reason, and logs them once (a
+    summary)."""
 
     def __init__(self, owner: str, path: str):
         self.owner, self.path, self.reasons, self.first = owner, path, Counter(), {}
 
     def add(self, line: int | str, reason: str) -> None:
-        """Count a skipped row: ``line`` is its line number in the file, or a ``file:line`` of its own."""
+        """Count a skipped row: ``line`` is its line number in the file, or a ``file:line`` of its
+        own."""
         kind = reason.split(":")[0]
         self.reasons[kind] += 1
         self.first.setdefault(kind, f"{line if isinstance(line, str) else f'{self.path}:{line}'}: {reason}")
@@ -84,5 +87,10 @@ class RowSkips:
     def report(self) -> None:
         if self.count:
             examples = "; ".join(self.first.values())
-            log.warning("%s skipped %d unusable row(s) of %s (first of each kind: %s)", self.owner, self.count,
-                        self.path, examples)
+            log.warning(
+                "%s skipped %d unusable row(s) of %s (first of each kind: %s)",
+                self.owner,
+                self.count,
+                self.path,
+                examples,
+            )

@@ -1,4 +1,5 @@
-"""`MCQBenchmark`: multiple-choice benchmarks (CV-Bench, MMBench, MMAU test-mini) read from their released files."""
+"""`MCQBenchmark`: multiple-choice benchmarks (CV-Bench, MMBench, MMAU test-mini) read from their
+released files."""
 
 from __future__ import annotations
 
@@ -19,24 +20,26 @@ class MCQBenchmark(Benchmark):
     """Multiple-choice questions about images, videos or audio: `tasks.Question` items for
     `tasks.MultipleChoice`, one per usable row, in file order.
 
-    Images are decoded when the file is read (an undecodable one skips its row), audio headers are read with
-    soundfile; videos are decoded when used (`VideoFolder` sampling).
+    Images are decoded when the file is read (an undecodable one skips its row), audio headers are
+    read with soundfile; videos are decoded when used (`VideoFolder` sampling).
 
     Args:
         path: See `Benchmark`.
         question: Column of the question text.
-        choices: Column holding the options as a list (CV-Bench, MMAU), or the columns holding one option each
-            (MMBench: ``[A, B, C, D]``; empty cells are no option).
+        choices: Column holding the options as a list (CV-Bench, MMAU), or the columns holding one
+            option each (MMBench: ``[A, B, C, D]``; empty cells are no option).
         answer: Column of the right answer.
-        answer_as: How ``answer`` names the right option: ``"letter"`` (``A``, ``(A)``: CV-Bench, MMBench),
-            ``"text"`` (the option itself: MMAU) or ``"index"`` (0-based).
+        answer_as: How ``answer`` names the right option: ``"letter"`` (``A``, ``(A)``: CV-Bench,
+            MMBench), ``"text"`` (the option itself: MMAU) or ``"index"`` (0-based).
         hint: Column of context shown before the question as ``Hint: ...`` when not empty (MMBench).
-        rewrite: Column of an analogical rewording of the question with the same answer (`tasks.CoReward`
-            with ``rewrite: item``); None or an empty cell gives none.
-        image: Column of the image(s): HF ``Image`` structs, bytes, paths, or base64 strings (``image_strings``).
+        rewrite: Column of an analogical rewording of the question with the same answer
+            (`tasks.CoReward` with ``rewrite: item``); None or an empty cell gives none.
+        image: Column of the image(s): HF ``Image`` structs, bytes, paths, or base64 strings
+            (``image_strings``).
         video: Column of video paths.
         audio: Column of HF ``Audio`` structs, bytes or paths (MMAU: ``audio_id``).
-        image_strings: What a string image cell holds: a ``"path"`` or ``"base64"`` bytes (MMBench's TSV).
+        image_strings: What a string image cell holds: a ``"path"`` or ``"base64"`` bytes (MMBench's
+            TSV).
         sampling_rate: Audio samples per second.
         clip_seconds: Longest audio clip (its middle); ``None`` keeps recordings whole.
         num_frames: Frames per video (``None``: by ``fps``).
@@ -48,23 +51,47 @@ class MCQBenchmark(Benchmark):
 
     modality = "mcq"
 
-    def __init__(self, path: str, question: str = "question", choices: str | list[str] = "choices",
-                 answer: str = "answer", answer_as: Literal["letter", "text", "index"] = "text",
-                 hint: str | None = None, rewrite: str | None = None,
-                 image: str | None = None, video: str | None = None,
-                 audio: str | None = None, image_strings: Literal["path", "base64"] = "path",
-                 sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
-                 num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
-                 max_pixels: int | None = 256 * 256, **kwargs):
+    def __init__(
+        self,
+        path: str,
+        question: str = "question",
+        choices: str | list[str] = "choices",
+        answer: str = "answer",
+        answer_as: Literal["letter", "text", "index"] = "text",
+        hint: str | None = None,
+        rewrite: str | None = None,
+        image: str | None = None,
+        video: str | None = None,
+        audio: str | None = None,
+        image_strings: Literal["path", "base64"] = "path",
+        sampling_rate: int = 16000,
+        clip_seconds: float | None = 30.0,
+        num_frames: int | None = 16,
+        fps: float | None = None,
+        max_frames: int = 64,
+        max_pixels: int | None = 256 * 256,
+        **kwargs,
+    ):
         if answer_as not in ("letter", "text", "index") or image_strings not in ("path", "base64"):
-            raise ValueError(f"answer_as must be letter, text or index and image_strings path or base64, got "
-                             f"{answer_as!r}, {image_strings!r}")
+            raise ValueError(
+                f"answer_as must be letter, text or index and image_strings path or base64, got "
+                f"{answer_as!r}, {image_strings!r}"
+            )
         check_decoding(sampling_rate, clip_seconds)
-        self.video_sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
-                                   trim=0.0)
+        self.video_sampling = dict(
+            num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=0.0
+        )
         check_sampling(**self.video_sampling)
-        self.columns = dict(question=question, choices=choices, answer=answer, hint=hint, image=image, video=video,
-                            audio=audio, rewrite=rewrite)
+        self.columns = dict(
+            question=question,
+            choices=choices,
+            answer=answer,
+            hint=hint,
+            image=image,
+            video=video,
+            audio=audio,
+            rewrite=rewrite,
+        )
         self.answer_as, self.image_strings = answer_as, image_strings
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         super().__init__(path, **kwargs)
@@ -89,8 +116,16 @@ class MCQBenchmark(Benchmark):
             media += [("audio", _checked_audio(ref)) for ref in refs]
         rewrite = row.get(columns["rewrite"]) if columns["rewrite"] else None
         rewrite = "" if tables.blank(rewrite) else str(rewrite)
-        return [{"name": name, "question": question, "choices": choices, "answer": truth, "media": media,
-                 "rewrite": rewrite}]
+        return [
+            {
+                "name": name,
+                "question": question,
+                "choices": choices,
+                "answer": truth,
+                "media": media,
+                "rewrite": rewrite,
+            }
+        ]
 
     def _choices(self, row: dict) -> list[str]:
         spec = self.columns["choices"]
@@ -120,8 +155,9 @@ class MCQBenchmark(Benchmark):
     def __getitem__(self, index: int) -> Question:
         record = self.records[index]
         media = [self._decode(kind, ref, record["name"]) for kind, ref in record["media"]]
-        return Question(record["question"], list(record["choices"]), record["answer"], media, record["name"],
-                        record["rewrite"])
+        return Question(
+            record["question"], list(record["choices"]), record["answer"], media, record["name"], record["rewrite"]
+        )
 
     def _decode(self, kind: str, ref, name: str):
         if kind == "image":

@@ -1,4 +1,5 @@
-"""`MomentBenchmark`: temporal-grounding benchmarks (Charades-STA) read from their released files."""
+"""`MomentBenchmark`: temporal-grounding benchmarks (Charades-STA) read from their released
+files."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ class MomentBenchmark(Benchmark):
     """Sentences with the moment of a video each describes (Charades-STA, also its original ``.txt``
     annotations): `tasks.Moments` items for `tasks.TemporalGrounding`, one per row.
 
-    Times are in seconds, rounded to 0.01; a moment must start before it ends, and before ``duration`` when
-    that column is given (its end is then clipped to the duration). Videos are decoded when used, sampled over
-    their whole length (no trim), so frame ``t`` is at ``t / fps`` seconds.
+    Times are in seconds, rounded to 0.01; a moment must start before it ends, and before
+    ``duration`` when that column is given (its end is then clipped to the duration). Videos are
+    decoded when used, sampled over their whole length (no trim), so frame ``t`` is at ``t / fps``
+    seconds.
 
     Args:
         path: See `Benchmark`.
@@ -30,22 +32,31 @@ class MomentBenchmark(Benchmark):
         fps: Frames per second of video when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest frame area; ``None`` keeps the stored size.
-        **kwargs: ``root``, ``path_format`` (``"Charades_v1_480/{}.mp4"`` for bare ids) and ``limit``, see
-            `Benchmark`.
+        **kwargs: ``root``, ``path_format`` (``"Charades_v1_480/{}.mp4"`` for bare ids) and
+            ``limit``, see `Benchmark`.
     """
 
     modality = "moments"
 
-    def __init__(self, path: str, video: str = "video", query: str = "query", start: str = "start",
-                 end: str = "end", timestamps: str | None = None, duration: str | None = "duration",
-                 num_frames: int | None = None, fps: float | None = 1.0,
-                 max_frames: int = 64, max_pixels: int | None = 256 * 256, **kwargs):
-        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
-                             trim=0.0)
+    def __init__(
+        self,
+        path: str,
+        video: str = "video",
+        query: str = "query",
+        start: str = "start",
+        end: str = "end",
+        timestamps: str | None = None,
+        duration: str | None = "duration",
+        num_frames: int | None = None,
+        fps: float | None = 1.0,
+        max_frames: int = 64,
+        max_pixels: int | None = 256 * 256,
+        **kwargs,
+    ):
+        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=0.0)
         check_sampling(**self.sampling)
         require("decord", "video", "MomentBenchmark decodes videos with decord")  # before reading the file
-        self.columns = dict(video=video, query=query, start=start, end=end, timestamps=timestamps,
-                            duration=duration)
+        self.columns = dict(video=video, query=query, start=start, end=end, timestamps=timestamps, duration=duration)
         super().__init__(path, **kwargs)
 
     def parse(self, row: dict, name: str) -> list[dict]:

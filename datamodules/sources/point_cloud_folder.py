@@ -1,4 +1,5 @@
-"""`PointCloudFolder`: every point-cloud file (.ply, .pcd, .xyz, .pts) under a directory tree, read by open3d."""
+"""`PointCloudFolder`: every point-cloud file (.ply, .pcd, .xyz, .pts) under a directory tree, read
+by open3d."""
 
 from __future__ import annotations
 
@@ -13,19 +14,22 @@ from tasks.pointcloud.common import PointCloud, farthest_point_sample, normalize
 
 
 class PointCloudFolder(Source):
-    """Point clouds found recursively under ``root``, sorted by path, each reduced to a fixed point budget.
+    """Point clouds found recursively under ``root``, sorted by path, each reduced to a fixed point
+    budget.
 
-    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, a .ply / .pcd / .pts
-    (binary or ASCII) shorter than its header promises (open3d would pad it silently with whatever memory
-    held), or a file that holds no finite point, raises `tasks.SkipItem` (the data module counts it and logs
-    it once).
+    Item ``i`` is a pure function of ``(seed, i)`` and the file. A file open3d cannot read, a .ply /
+    .pcd / .pts (binary or ASCII) shorter than its header promises (open3d would pad it silently
+    with whatever memory held), or a file that holds no finite point, raises `tasks.SkipItem` (the
+    data module counts it and logs it once).
 
     Args:
         root: Directory searched recursively.
         extensions: File suffixes to include, matched case-insensitively.
         voxel_size: Voxel downsampling before sampling, in the file's units; None skips it.
-        num_points: Points per item. Clouds with fewer points repeat randomly drawn points to fill the budget.
-        sampling: ``"fps"`` (farthest-point sampling: even coverage, keeps extremes) or ``"random"``.
+        num_points: Points per item. Clouds with fewer points repeat randomly drawn points to fill
+            the budget.
+        sampling: ``"fps"`` (farthest-point sampling: even coverage, keeps extremes) or
+            ``"random"``.
         normalize: Centre on the centroid and scale into the unit sphere.
         seed: Selects the random start point (fps) or subset (random) of each item.
     """
@@ -83,8 +87,8 @@ class PointCloudFolder(Source):
 
 
 def sample_points(points: np.ndarray, k: int, sampling: str, rng: np.random.Generator) -> np.ndarray:
-    """Exactly ``k`` rows of ``points``: farthest-point or random sampling, or all rows plus randomly repeated
-    ones when there are fewer than ``k``."""
+    """Exactly ``k`` rows of ``points``: farthest-point or random sampling, or all rows plus
+    randomly repeated ones when there are fewer than ``k``."""
     if len(points) <= k:
         extra = rng.choice(len(points), k - len(points))
         return np.concatenate([points, points[extra]])
@@ -93,14 +97,30 @@ def sample_points(points: np.ndarray, k: int, sampling: str, rng: np.random.Gene
     return points[np.sort(rng.choice(len(points), k, replace=False))]
 
 
-PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2, "uint16": 2,
-             "int": 4, "uint": 4, "float": 4, "int32": 4, "uint32": 4, "float32": 4, "double": 8, "float64": 8}
+PLY_SIZES = {
+    "char": 1,
+    "uchar": 1,
+    "int8": 1,
+    "uint8": 1,
+    "short": 2,
+    "ushort": 2,
+    "int16": 2,
+    "uint16": 2,
+    "int": 4,
+    "uint": 4,
+    "float": 4,
+    "int32": 4,
+    "uint32": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+}
 
 
 def check_complete(path: str) -> None:
-    """Raise ValueError when a .ply, .pcd or .pts file holds fewer points than its header declares: fewer
-    bytes of points (binary) or fewer lines of values (ASCII). open3d reads such a truncated file without an
-    error and fills the missing points with whatever memory held."""
+    """Raise ValueError when a .ply, .pcd or .pts file holds fewer points than its header declares:
+    fewer bytes of points (binary) or fewer lines of values (ASCII). open3d reads such a truncated
+    file without an error and fills the missing points with whatever memory held."""
     suffix = path.rsplit(".", 1)[-1].lower()
     if suffix not in ("ply", "pcd", "pts"):
         return
@@ -128,7 +148,8 @@ def check_complete(path: str) -> None:
 
 
 def _check_lines(body: bytes, count: int, values: int) -> None:
-    """ValueError unless the first ``count`` lines of an ASCII body each hold at least ``values`` values."""
+    """ValueError unless the first ``count`` lines of an ASCII body each hold at least ``values``
+    values."""
     lines = body.split(b"\n", count)[:count]
     complete = sum(len(line.split()) >= values for line in lines)
     if complete < count:
@@ -136,8 +157,8 @@ def _check_lines(body: bytes, count: int, values: int) -> None:
 
 
 def _ply_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
-    """``(encoding, points, values per point, bytes per point)`` of a PLY whose first element is the vertices
-    (bytes None when a property has no fixed size); None otherwise."""
+    """``(encoding, points, values per point, bytes per point)`` of a PLY whose first element is the
+    vertices (bytes None when a property has no fixed size); None otherwise."""
     formats = [line.split()[1] for line in header if line.startswith("format ") and len(line.split()) > 1]
     if not formats:
         return None
@@ -149,13 +170,17 @@ def _ply_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
             count = int(words[2]) if elements == 1 and words[1] == "vertex" else count
         elif words[:1] == ["property"] and elements == 1 and len(words) > 1:
             values += 1
-            stride = None if stride is None or words[1] == "list" or words[1] not in PLY_SIZES else \
-                stride + PLY_SIZES[words[1]]
+            stride = (
+                None
+                if stride is None or words[1] == "list" or words[1] not in PLY_SIZES
+                else stride + PLY_SIZES[words[1]]
+            )
     return (encoding, count, values, stride) if count else None
 
 
 def _pcd_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
-    """``(encoding, points, values per point, bytes per point)`` of an ASCII or uncompressed binary PCD."""
+    """``(encoding, points, values per point, bytes per point)`` of an ASCII or uncompressed binary
+    PCD."""
     fields = {words[0]: words[1:] for words in (line.split() for line in header) if words}
     if fields.get("DATA") not in (["ascii"], ["binary"]) or "POINTS" not in fields or "SIZE" not in fields:
         return None

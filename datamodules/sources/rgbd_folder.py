@@ -1,4 +1,5 @@
-"""`RGBDFolder`: colour images paired with depth maps (16-bit PNG, .npy, .exr) and camera intrinsics (JSON)."""
+"""`RGBDFolder`: colour images paired with depth maps (16-bit PNG, .npy, .exr) and camera intrinsics
+(JSON)."""
 
 from __future__ import annotations
 
@@ -22,45 +23,59 @@ INTRINSICS_FILE = "intrinsics.json"
 
 
 class RGBDFolder(Source):
-    """RGB-D frames found recursively under ``root``, sorted by path so an index names the same frame on every run.
+    """RGB-D frames found recursively under ``root``, sorted by path so an index names the same
+    frame on every run.
 
     Layout: each colour image ``<dir>/<rgb_dir>/<stem>.<jpg|png|...>`` pairs with the depth map
-    ``<dir>/<depth_dir>/<stem><depth_suffix>.<png|npy|exr>`` (with ``rgb_dir`` and ``depth_dir`` empty, both lie
-    in the same folder and ``depth_suffix`` tells them apart, as in DIODE's ``x.png`` + ``x_depth.npy``). A
-    16-bit PNG holds integer units (millimetres by default); .npy and .exr hold metres. Depth 0, negative, NaN or
-    inf is invalid and becomes NaN. Images or depth maps without a partner are left out, counted in
-    ``unpaired`` and logged once. A frame that cannot be read raises `tasks.SkipItem` (the data module skips it,
-    counts it and logs it once).
+    ``<dir>/<depth_dir>/<stem><depth_suffix>.<png|npy|exr>`` (with ``rgb_dir`` and ``depth_dir``
+    empty, both lie in the same folder and ``depth_suffix`` tells them apart, as in DIODE's
+    ``x.png`` + ``x_depth.npy``). A 16-bit PNG holds integer units (millimetres by default); .npy
+    and .exr hold metres. Depth 0, negative, NaN or inf is invalid and becomes NaN. Images or depth
+    maps without a partner are left out, counted in ``unpaired`` and logged once. A frame that
+    cannot be read raises `tasks.SkipItem` (the data module skips it, counts it and logs it once).
 
-    Intrinsics come from the first of: ``<stem>.json`` beside the colour image; the nearest ``intrinsics.json``
-    in its folder or a folder above it, up to ``root``; ``fov``. Both files hold
-    ``{"fx": 577.9, "fy": 577.9, "cx": 320.0, "cy": 240.0, "width": 640, "height": 480}`` in pixels, where pixel
-    ``(u, v)`` covers ``[u, u + 1) x [v, v + 1)`` (OpenCV calibrations put ``cx`` half a pixel lower; that is
-    negligible here). ``width`` and ``height`` (optional) give the resolution the numbers are for; they are
-    rescaled to the depth map's. Colour images of another size than their depth map are resized to it (the two
-    are taken to be registered: same viewpoint and field of view).
+    Intrinsics come from the first of: ``<stem>.json`` beside the colour image; the nearest
+    ``intrinsics.json`` in its folder or a folder above it, up to ``root``; ``fov``. Both files hold
+    ``{"fx": 577.9, "fy": 577.9, "cx": 320.0, "cy": 240.0, "width": 640, "height": 480}`` in pixels,
+    where pixel ``(u, v)`` covers ``[u, u + 1) x [v, v + 1)`` (OpenCV calibrations put ``cx`` half a
+    pixel lower; that is negligible here). ``width`` and ``height`` (optional) give the resolution
+    the numbers are for; they are rescaled to the depth map's. Colour images of another size than
+    their depth map are resized to it (the two are taken to be registered: same viewpoint and field
+    of view).
 
-    Reading .exr needs OpenCV (``pip install opencv-python-headless``), which zoo does not install: without it
-    an .exr depth map is a clear error at construction.
+    Reading .exr needs OpenCV (``pip install opencv-python-headless``), which zoo does not install:
+    without it an .exr depth map is a clear error at construction.
 
     Args:
         root: Directory searched recursively.
-        rgb_dir: Name of the folders holding colour images; ``""`` for colour and depth in one folder.
-        depth_dir: Name of the sibling folders holding depth maps; ``""`` for the colour image's own folder.
-        depth_suffix: Appended to a colour image's stem to name its depth map (needed when both share a folder).
-        depth_scale: Metres per stored depth unit, for every file; ``None`` means 0.001 for 16-bit PNG
-            (millimetres) and 1 for .npy and .exr (metres).
-        fov: Horizontal field of view in degrees for frames without intrinsics file (principal point at the
-            centre, square pixels); with ``None`` such frames have no intrinsics (depth ordering still works on
-            them; tasks that back-project, like `tasks.RelativePosition3D`, skip them).
-        max_side: Downsize each frame (colour bilinear, depth nearest, intrinsics scaled) so its longer side is at
-            most this many pixels; ``None`` keeps the depth map's size.
+        rgb_dir: Name of the folders holding colour images; ``""`` for colour and depth in one
+            folder.
+        depth_dir: Name of the sibling folders holding depth maps; ``""`` for the colour image's own
+            folder.
+        depth_suffix: Appended to a colour image's stem to name its depth map (needed when both
+            share a folder).
+        depth_scale: Metres per stored depth unit, for every file; ``None`` means 0.001 for 16-bit
+            PNG (millimetres) and 1 for .npy and .exr (metres).
+        fov: Horizontal field of view in degrees for frames without intrinsics file (principal point
+            at the centre, square pixels); with ``None`` such frames have no intrinsics (depth
+            ordering still works on them; tasks that back-project, like `tasks.RelativePosition3D`,
+            skip them).
+        max_side: Downsize each frame (colour bilinear, depth nearest, intrinsics scaled) so its
+            longer side is at most this many pixels; ``None`` keeps the depth map's size.
     """
 
     modality = "rgbd"
 
-    def __init__(self, root: str, rgb_dir: str = "rgb", depth_dir: str = "depth", depth_suffix: str = "",
-                 depth_scale: float | None = None, fov: float | None = None, max_side: int | None = None):
+    def __init__(
+        self,
+        root: str,
+        rgb_dir: str = "rgb",
+        depth_dir: str = "depth",
+        depth_suffix: str = "",
+        depth_scale: float | None = None,
+        fov: float | None = None,
+        max_side: int | None = None,
+    ):
         if rgb_dir == depth_dir and not depth_suffix:
             raise ValueError("colour and depth in the same folders need a depth_suffix to tell them apart")
         if depth_scale is not None and not (math.isfinite(depth_scale) and depth_scale > 0):
@@ -76,14 +91,22 @@ class RGBDFolder(Source):
         self.depth_scale, self.fov, self.max_side = depth_scale, fov, max_side
         self.pairs, self.unpaired = self._pair(sorted(p for p in self.root.rglob("*") if p.is_file()))
         if not self.pairs:
-            raise FileNotFoundError(f"no colour image with a depth map under {str(self.root)!r} (layout: "
-                                    f"<dir>/{rgb_dir}/<stem>.jpg + <dir>/{depth_dir}/<stem>{depth_suffix}.png)")
+            raise FileNotFoundError(
+                f"no colour image with a depth map under {str(self.root)!r} (layout: "
+                f"<dir>/{rgb_dir}/<stem>.jpg + <dir>/{depth_dir}/<stem>{depth_suffix}.png)"
+            )
         if self.unpaired:
-            log.warning("RGBDFolder %s: %d file(s) without a partner left out, e.g. %s", self.root,
-                        len(self.unpaired), ", ".join(self.unpaired[:3]))
+            log.warning(
+                "RGBDFolder %s: %d file(s) without a partner left out, e.g. %s",
+                self.root,
+                len(self.unpaired),
+                ", ".join(self.unpaired[:3]),
+            )
         if any(depth.suffix.lower() == ".exr" for _, depth in self.pairs) and _opencv() is None:
-            raise ImportError(".exr depth maps need OpenCV, which is not installed: pip install "
-                              "opencv-python-headless (or convert them to .npy)")
+            raise ImportError(
+                ".exr depth maps need OpenCV, which is not installed: pip install "
+                "opencv-python-headless (or convert them to .npy)"
+            )
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -105,8 +128,8 @@ class RGBDFolder(Source):
         return str(self.pairs[index][0])
 
     def intrinsics(self, rgb_path: Path, shape: tuple[int, int]) -> np.ndarray | None:
-        """The camera matrix of the frame whose colour image is ``rgb_path``, for a depth map of ``shape`` (None
-        when there is no intrinsics file and no ``fov``)."""
+        """The camera matrix of the frame whose colour image is ``rgb_path``, for a depth map of
+        ``shape`` (None when there is no intrinsics file and no ``fov``)."""
         height, width = shape
         for folder in [rgb_path.parent, *rgb_path.parent.parents]:
             candidate = rgb_path.with_suffix(".json") if folder == rgb_path.parent else None
@@ -131,8 +154,15 @@ class RGBDFolder(Source):
             if path.suffix.lower() not in RGB_EXTENSIONS or path in depths or not self._is_rgb(path):
                 continue
             folder = path.parent.parent / self.depth_dir if self.rgb_dir else path.parent / self.depth_dir
-            match = next((d for ext in DEPTH_EXTENSIONS for d in [folder / (path.stem + self.depth_suffix + ext)]
-                          if d in present), None)
+            match = next(
+                (
+                    d
+                    for ext in DEPTH_EXTENSIONS
+                    for d in [folder / (path.stem + self.depth_suffix + ext)]
+                    if d in present
+                ),
+                None,
+            )
             if match is None:
                 unpaired.append(str(path))
             else:
@@ -151,8 +181,8 @@ class RGBDFolder(Source):
 
 
 def read_depth(path: Path, scale: float | None = None) -> np.ndarray:
-    """Depth in metres, ``[H, W]`` float32, invalid as NaN: a 16-bit PNG times ``scale`` (default 0.001), or a
-    .npy / .exr (``[H, W]`` or ``[H, W, 1]``) times ``scale`` (default 1)."""
+    """Depth in metres, ``[H, W]`` float32, invalid as NaN: a 16-bit PNG times ``scale`` (default
+    0.001), or a .npy / .exr (``[H, W]`` or ``[H, W, 1]``) times ``scale`` (default 1)."""
     suffix = path.suffix.lower()
     if suffix == ".png":
         with Image.open(path) as image:
@@ -176,8 +206,9 @@ def read_depth(path: Path, scale: float | None = None) -> np.ndarray:
 
 
 def fit(item: RGBD, max_side: int | None) -> RGBD:
-    """``item`` downsized so its longer side is at most ``max_side`` (colour bilinear, depth nearest so no
-    depth is invented at edges, intrinsics scaled); unchanged when it already fits or ``max_side`` is None."""
+    """``item`` downsized so its longer side is at most ``max_side`` (colour bilinear, depth nearest
+    so no depth is invented at edges, intrinsics scaled); unchanged when it already fits or
+    ``max_side`` is None."""
     height, width = item.depth.shape
     if max_side is None or max(height, width) <= max_side:
         return item

@@ -1,8 +1,9 @@
-"""`SyntheticScenes`: procedurally drawn upright outdoor scenes, so image tasks need no data on disk.
+"""`SyntheticScenes`: procedurally drawn upright outdoor scenes, so image tasks need no data on
+disk.
 
-Sky on top, ground below, a sun in the sky: "up" is plain from the pixels, so 4-way rotation is learnable
-by a tiny random-init model. Ground rising to the left and the sun in the left half make the halves differ
-(jigsaw).
+Sky on top, ground below, a sun in the sky: "up" is plain from the pixels, so 4-way rotation is
+learnable by a tiny random-init model. Ground rising to the left and the sun in the left half make
+the halves differ (jigsaw).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ SUN = np.array([1.00, 0.88, 0.25])
 class SyntheticScenes(Source):
     """Upright outdoor scenes drawn on the fly; item ``i`` is a pure function of ``(seed, i)``.
 
-    Each scene: a sky with a vertical blue gradient; green ground, darker towards the bottom, below a horizon
-    at 0.55-0.75 of the height that slopes so there is more ground on the left; a yellow sun of random size in
-    the left half of the sky; random colour jitter; Gaussian pixel noise (sigma 0.03).
+    Each scene: a sky with a vertical blue gradient; green ground, darker towards the bottom, below
+    a horizon at 0.55-0.75 of the height that slopes so there is more ground on the left; a yellow
+    sun of random size in the left half of the sky; random colour jitter; Gaussian pixel noise
+    (sigma 0.03).
 
     Args:
         size: Number of distinct scenes (the length of the source).

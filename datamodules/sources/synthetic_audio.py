@@ -1,5 +1,6 @@
-"""`SyntheticAudio`: procedurally generated sounds (notes, chirps, noise bursts, rhythms, vowels), so audio tasks
-need no data on disk. Every sound changes over time, so order, speed and direction can be heard.
+"""`SyntheticAudio`: procedurally generated sounds (notes, chirps, noise bursts, rhythms, vowels),
+so audio tasks need no data on disk. Every sound changes over time, so order, speed and direction
+can be heard.
 """
 
 from __future__ import annotations
@@ -11,18 +12,26 @@ from tasks import Audio
 
 KINDS = ("tones", "chirp", "noise_bursts", "rhythm", "vowel")
 _FORMANTS = {  # (F1, F2, F3) in Hz of five vowels, adult speaker averages
-    "a": (730, 1090, 2440), "e": (530, 1840, 2480), "i": (270, 2290, 3010),
-    "o": (570, 840, 2410), "u": (300, 870, 2240),
+    "a": (730, 1090, 2440),
+    "e": (530, 1840, 2480),
+    "i": (270, 2290, 3010),
+    "o": (570, 840, 2410),
+    "u": (300, 870, 2240),
 }
 
 
 class SyntheticAudio(Source):
-    """Generated sounds; item ``i`` is a pure function of ``(seed, i)``, its kind drawn uniformly from ``kinds``.
+    """Generated sounds; item ``i`` is a pure function of ``(seed, i)``, its kind drawn uniformly
+    from ``kinds``.
 
-    - ``tones``: 2-5 successive notes (150-1000 Hz, 1-4 harmonics), each with a sharp attack and a decay.
-    - ``chirp``: a sine sweeping exponentially up or down between 100 and 2000 Hz, fading in and out.
-    - ``noise_bursts``: 3-8 bursts of coloured noise at random times, each decaying within 0.05-0.3 s.
-    - ``rhythm``: a drum-like hit (a decaying 100-2000 Hz sine) every 0.15-0.5 s, every 2nd-4th one accented.
+    - ``tones``: 2-5 successive notes (150-1000 Hz, 1-4 harmonics), each with a sharp attack and a
+      decay.
+    - ``chirp``: a sine sweeping exponentially up or down between 100 and 2000 Hz, fading in and
+      out.
+    - ``noise_bursts``: 3-8 bursts of coloured noise at random times, each decaying within 0.05-0.3
+      s.
+    - ``rhythm``: a drum-like hit (a decaying 100-2000 Hz sine) every 0.15-0.5 s, every 2nd-4th one
+      accented.
     - ``vowel``: a pulse train at 90-250 Hz with vibrato through the formant resonances of a vowel.
 
     Each is scaled to a peak of 0.4-0.9 over a faint noise floor.
@@ -37,8 +46,14 @@ class SyntheticAudio(Source):
 
     modality = "audio"
 
-    def __init__(self, size: int = 1000, seconds: float = 2.0, sampling_rate: int = 16000,
-                 kinds: list[str] = list(KINDS), seed: int = 0):  # noqa: B006
+    def __init__(
+        self,
+        size: int = 1000,
+        seconds: float = 2.0,
+        sampling_rate: int = 16000,
+        kinds: list[str] = list(KINDS),  # noqa: B006
+        seed: int = 0,
+    ):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if not seconds > 0 or sampling_rate < 1000:
@@ -109,4 +124,4 @@ class SyntheticAudio(Source):
         tr = np.arange(int(0.03 * sr)) / sr  # 30 ms impulse response
         response = sum(np.exp(-np.pi * 80 * (k + 1) * tr) * np.sin(2 * np.pi * f * tr) for k, f in enumerate(formants))
         envelope = np.minimum(1.0, np.minimum(t, self.seconds - t) / 0.1)
-        return np.convolve(pulses, response)[:len(t)] * envelope
+        return np.convolve(pulses, response)[: len(t)] * envelope

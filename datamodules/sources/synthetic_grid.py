@@ -1,5 +1,5 @@
-"""`SyntheticGridWorld`: a sprite moving on a grid with walls, drawn before and after each move, so embodied
-inverse dynamics needs no data on disk."""
+"""`SyntheticGridWorld`: a sprite moving on a grid with walls, drawn before and after each move, so
+embodied inverse dynamics needs no data on disk."""
 
 from __future__ import annotations
 
@@ -16,26 +16,34 @@ _WALL, _FLOOR, _AGENT = (60, 60, 70), (205, 215, 190), (230, 40, 40)
 
 
 class SyntheticGridWorld(Source):
-    """Frame pairs of an agent (a red square) on a ``grid x grid`` board with random walls; item ``i`` is a
-    pure function of ``(seed, i)``.
+    """Frame pairs of an agent (a red square) on a ``grid x grid`` board with random walls; item
+    ``i`` is a pure function of ``(seed, i)``.
 
-    Item ``i`` draws walls (each cell with probability ``walls``), the agent on a free cell, and a move from
-    ``actions`` that the board allows (never into a wall or off the board, so each label is visible; ``stay``
-    leaves the frames equal).
+    Item ``i`` draws walls (each cell with probability ``walls``), the agent on a free cell, and a
+    move from ``actions`` that the board allows (never into a wall or off the board, so each label
+    is visible; ``stay`` leaves the frames equal).
 
     Args:
         size: Number of distinct frame pairs (the length of the source).
         grid: Cells per side.
         image_size: Side of the square frames in pixels.
-        actions: The action set, a subset of ``up``, ``down``, ``left``, ``right``, ``stay``, in option order.
+        actions: The action set, a subset of ``up``, ``down``, ``left``, ``right``, ``stay``, in
+            option order.
         walls: Probability that a cell is a wall.
         seed: Selects a different family of boards.
     """
 
     modality = "frame_pair"
 
-    def __init__(self, size: int = 10000, grid: int = 4, image_size: int = 56,
-                 actions: list[str] = list(MOVES), walls: float = 0.15, seed: int = 0):  # noqa: B006, B008
+    def __init__(
+        self,
+        size: int = 10000,
+        grid: int = 4,
+        image_size: int = 56,
+        actions: list[str] = list(MOVES),  # noqa: B006, B008
+        walls: float = 0.15,
+        seed: int = 0,
+    ):
         if size < 1 or grid < 2 or image_size < grid:
             raise ValueError(f"need size >= 1, grid >= 2 and image_size >= grid; got {size}, {grid}, {image_size}")
         if len(set(actions)) != len(actions) or len(actions) < 2 or not set(actions) <= set(MOVES):
@@ -70,11 +78,12 @@ class SyntheticGridWorld(Source):
         return 0 <= x < self.grid and 0 <= y < self.grid and not wall[y][x]
 
     def render(self, wall: list[list[bool]], agent: tuple[int, int]) -> np.ndarray:
-        """The board as ``[S, S, 3]`` uint8: walls dark, floor light, the agent a red square inset in its cell."""
+        """The board as ``[S, S, 3]`` uint8: walls dark, floor light, the agent a red square inset
+        in its cell."""
         cell = np.arange(self.image_size) * self.grid // self.image_size  # pixel -> cell index
         board = np.array(wall)[cell[:, None], cell[None, :]]  # [S, S]
         image = np.where(board[..., None], _WALL, _FLOOR).astype(np.uint8)
         edges = np.searchsorted(cell, [agent[0], agent[0] + 1, agent[1], agent[1] + 1])
         inset = max(1, (edges[1] - edges[0]) // 6)
-        image[edges[2] + inset:edges[3] - inset, edges[0] + inset:edges[1] - inset] = _AGENT
+        image[edges[2] + inset : edges[3] - inset, edges[0] + inset : edges[1] - inset] = _AGENT
         return image

@@ -1,7 +1,8 @@
-"""`SyntheticGUI`: PIL-drawn phone app screens driven by a small state machine, so GUI tasks need no data.
+"""`SyntheticGUI`: PIL-drawn phone app screens driven by a small state machine, so GUI tasks need no
+data.
 
-Every action leads to a next screen and the accessibility tree is exact: the screen is drawn from the same
-nodes the tree lists.
+Every action leads to a next screen and the accessibility tree is exact: the screen is drawn from
+the same nodes the tree lists.
 """
 
 from __future__ import annotations
@@ -20,16 +21,22 @@ APPS = ("Mail", "Maps", "Music", "Notes", "Photos", "Shop")
 WORDS = ("cat", "map", "sun", "tea", "box", "red", "jazz", "milk", "park", "rain")
 ROWS, ITEMS = 4, 8  # visible rows, items per tab
 _VIEWS = {  # the screens on which each action type can be taken
-    "click": ("home", "list", "detail"), "long_press": ("list",), "type": ("list",), "scroll": ("list",),
-    "open_app": ("home",), "navigate_back": ("list", "detail"), "navigate_home": ("list", "detail"),
+    "click": ("home", "list", "detail"),
+    "long_press": ("list",),
+    "type": ("list",),
+    "scroll": ("list",),
+    "open_app": ("home",),
+    "navigate_back": ("list", "detail"),
+    "navigate_home": ("list", "detail"),
     "wait": ("home", "list", "detail"),
 }
 
 
 @dataclass(frozen=True)
 class State:
-    """What an app screen shows: the app (None: home screen), its tab, the first visible item, the search
-    field's text, the item opened in detail (None: the list), the long-pressed item, a loading tick."""
+    """What an app screen shows: the app (None: home screen), its tab, the first visible item, the
+    search field's text, the item opened in detail (None: the list), the long-pressed item, a
+    loading tick."""
 
     app: int | None = None
     tab: int = 0
@@ -47,15 +54,17 @@ class State:
 class SyntheticGUI(Source):
     """Transitions of a synthetic phone: item ``i`` is a pure function of ``(seed, i)``.
 
-    Item ``i`` draws an action type uniformly from ``actions``, a random screen where it can be taken, and the
-    action's arguments (a click lands anywhere inside its target). Screens: a home screen with a grid of app
-    icons (``open_app`` or a click opens an app); an app with a search field (``type`` replaces its text), a
-    list of rows (``scroll`` up/down moves it by one row, a click opens the row's detail screen, ``long_press``
-    highlights the row) and a tab bar (a click switches tab); a detail screen with a back button.
-    ``navigate_back`` goes detail -> list -> home, ``navigate_home`` goes home, ``wait`` advances the loading
-    bar in the status bar. Nodes (the accessibility tree of the screen before) come outermost first. With
-    ``steps`` > 1 the second screenshot is taken after ``steps - 1`` more random actions (of any type that
-    can be taken on the screen reached), as in GUI-Shift's K-step transitions; the item's action is the first.
+    Item ``i`` draws an action type uniformly from ``actions``, a random screen where it can be
+    taken, and the action's arguments (a click lands anywhere inside its target). Screens: a home
+    screen with a grid of app icons (``open_app`` or a click opens an app); an app with a search
+    field (``type`` replaces its text), a list of rows (``scroll`` up/down moves it by one row, a
+    click opens the row's detail screen, ``long_press`` highlights the row) and a tab bar (a click
+    switches tab); a detail screen with a back button. ``navigate_back`` goes detail -> list ->
+    home, ``navigate_home`` goes home, ``wait`` advances the loading bar in the status bar. Nodes
+    (the accessibility tree of the screen before) come outermost first. With ``steps`` > 1 the
+    second screenshot is taken after ``steps - 1`` more random actions (of any type that can be
+    taken on the screen reached), as in GUI-Shift's K-step transitions; the item's action is the
+    first.
 
     Args:
         size: Number of distinct transitions (the length of the source).
@@ -69,9 +78,16 @@ class SyntheticGUI(Source):
 
     modality = "gui"
 
-    def __init__(self, size: int = 10000, width: int = 112, height: int = 196,
-                 actions: list[str] = list(ACTION_FIELDS), tabs: int = 3, seed: int = 0,  # noqa: B006, B008
-                 steps: int = 1):
+    def __init__(
+        self,
+        size: int = 10000,
+        width: int = 112,
+        height: int = 196,
+        actions: list[str] = list(ACTION_FIELDS),  # noqa: B006, B008
+        tabs: int = 3,
+        seed: int = 0,
+        steps: int = 1,
+    ):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if min(width, height) < 28:
@@ -98,8 +114,9 @@ class SyntheticGUI(Source):
         for _ in range(self.steps - 1):  # the later actions are not answered: any type the screen allows
             later = rng.choice([k for k, views in _VIEWS.items() if after.view in views])
             after = self._act(rng, after, self.nodes(after), later)[1]
-        return GUITransition(self.render(state), self.render(after), action, nodes, name=self.describe(index),
-                             steps=self.steps)
+        return GUITransition(
+            self.render(state), self.render(after), action, nodes, name=self.describe(index), steps=self.steps
+        )
 
     def describe(self, index: int) -> str:
         return f"SyntheticGUI(seed={self.seed})[{index}]"
@@ -107,9 +124,14 @@ class SyntheticGUI(Source):
     def _state(self, rng: random.Random, view: str, kind: str) -> State:
         if view == "home":
             return State(tick=rng.randrange(7))
-        state = State(app=rng.randrange(len(APPS)), tab=rng.randrange(self.tabs),
-                      offset=rng.randrange(ITEMS - ROWS + 1), text=rng.choice(("", "", *WORDS)),
-                      selected=rng.choice((None, None, *range(ITEMS))), tick=rng.randrange(7))
+        state = State(
+            app=rng.randrange(len(APPS)),
+            tab=rng.randrange(self.tabs),
+            offset=rng.randrange(ITEMS - ROWS + 1),
+            text=rng.choice(("", "", *WORDS)),
+            selected=rng.choice((None, None, *range(ITEMS))),
+            tick=rng.randrange(7),
+        )
         return replace(state, detail=rng.randrange(ITEMS)) if view == "detail" else state
 
     def _act(self, rng: random.Random, state: State, nodes: list[Node], kind: str) -> tuple[dict, State]:
@@ -125,8 +147,9 @@ class SyntheticGUI(Source):
             return {"action": "type", "text": text}, replace(state, text=text)
         if kind == "scroll":
             down = state.offset == 0 or (state.offset < ITEMS - ROWS and rng.random() < 0.5)
-            return {"action": "scroll", "direction": "down" if down else "up"}, \
-                replace(state, offset=state.offset + (1 if down else -1))
+            return {"action": "scroll", "direction": "down" if down else "up"}, replace(
+                state, offset=state.offset + (1 if down else -1)
+            )
         if kind == "open_app":
             app = rng.randrange(len(APPS))
             return {"action": "open_app", "app": APPS[app]}, State(app=app, tick=state.tick)
@@ -157,21 +180,29 @@ class SyntheticGUI(Source):
             nodes.append(Node(box(0, 0.1, 1, 0.94), "", "grid"))
             for a, name in enumerate(APPS):
                 col, row = a % 2, a // 2
-                nodes.append(Node(box(0.1 + 0.45 * col, 0.13 + 0.27 * row, 0.45 + 0.45 * col, 0.36 + 0.27 * row),
-                                  name, "icon"))
+                nodes.append(
+                    Node(box(0.1 + 0.45 * col, 0.13 + 0.27 * row, 0.45 + 0.45 * col, 0.36 + 0.27 * row), name, "icon")
+                )
             return nodes
         if state.view == "detail":
-            return nodes + [Node(box(0, 0.06, 1, 0.16), self.item_text(state, state.detail), "app_bar"),
-                            Node(box(0.02, 0.07, 0.2, 0.15), "Back", "button"),
-                            Node(box(0.05, 0.2, 0.95, 0.8), self.item_text(state, state.detail), "panel")]
-        nodes += [Node(box(0, 0.06, 1, 0.16), APPS[state.app], "app_bar"),
-                  Node(box(0.05, 0.18, 0.95, 0.27), state.text or "Search", "text_field"),
-                  Node(box(0, 0.29, 1, 0.29 + 0.14 * ROWS), "", "list")]
-        nodes += [Node(box(0, 0.29 + 0.14 * r, 1, 0.43 + 0.14 * r), self.item_text(state, state.offset + r), "row")
-                  for r in range(ROWS)]
+            return nodes + [
+                Node(box(0, 0.06, 1, 0.16), self.item_text(state, state.detail), "app_bar"),
+                Node(box(0.02, 0.07, 0.2, 0.15), "Back", "button"),
+                Node(box(0.05, 0.2, 0.95, 0.8), self.item_text(state, state.detail), "panel"),
+            ]
+        nodes += [
+            Node(box(0, 0.06, 1, 0.16), APPS[state.app], "app_bar"),
+            Node(box(0.05, 0.18, 0.95, 0.27), state.text or "Search", "text_field"),
+            Node(box(0, 0.29, 1, 0.29 + 0.14 * ROWS), "", "list"),
+        ]
+        nodes += [
+            Node(box(0, 0.29 + 0.14 * r, 1, 0.43 + 0.14 * r), self.item_text(state, state.offset + r), "row")
+            for r in range(ROWS)
+        ]
         nodes.append(Node(box(0, 0.87, 1, 1), "", "tab_bar"))
-        nodes += [Node(box(t / self.tabs, 0.87, (t + 1) / self.tabs, 1), f"Tab {t + 1}", "tab")
-                  for t in range(self.tabs)]
+        nodes += [
+            Node(box(t / self.tabs, 0.87, (t + 1) / self.tabs, 1), f"Tab {t + 1}", "tab") for t in range(self.tabs)
+        ]
         return nodes
 
     def item_text(self, state: State, item: int) -> str:
@@ -194,8 +225,9 @@ class SyntheticGUI(Source):
             draw.rectangle((left, top, left + (right - left) * (state.tick + 1) // 8, bottom - 1), fill=(250,) * 3)
         if node.kind == "row":  # an icon in the item's colour
             side = bottom - top - 4
-            draw.rectangle((left + 2, top + 2, left + 2 + side, top + 2 + side),
-                           fill=self._item_colour(state, _number(node)))
+            draw.rectangle(
+                (left + 2, top + 2, left + 2 + side, top + 2 + side), fill=self._item_colour(state, _number(node))
+            )
         if node.text and node.kind not in ("tab", "panel"):
             ink = (120, 120, 120) if node.kind == "text_field" and not state.text else (20, 20, 20)
             indent = bottom - top if node.kind == "row" else 2
@@ -223,7 +255,8 @@ _CLICKABLE = {"home": ("icon",), "list": ("tab", "row"), "detail": ("button",)}
 
 
 def _number(node: Node) -> int:
-    """The 0-based item of a row or tab node: its text ends with the 1-based number (see `nodes`)."""
+    """The 0-based item of a row or tab node: its text ends with the 1-based number (see
+    `nodes`)."""
     return int(node.text.split()[-1]) - 1
 
 

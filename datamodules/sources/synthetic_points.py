@@ -1,8 +1,9 @@
-"""`SyntheticPointClouds`: upright objects made of primitives, sampled as coloured point clouds on the fly.
+"""`SyntheticPointClouds`: upright objects made of primitives, sampled as coloured point clouds on
+the fly.
 
-Each object stacks two or three primitives (boxes, spheres, cylinders, cones, tori) along +z, each narrower
-than the one below, so "up" is plain from the geometry (point-cloud rotation is learnable) and the slabs of
-a cut differ (point-cloud jigsaw).
+Each object stacks two or three primitives (boxes, spheres, cylinders, cones, tori) along +z, each
+narrower than the one below, so "up" is plain from the geometry (point-cloud rotation is learnable)
+and the slabs of a cut differ (point-cloud jigsaw).
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ PRIMITIVES = {"box": _box, "sphere": _sphere, "cylinder": _cylinder, "cone": _co
 class SyntheticPointClouds(Source):
     """Upright objects of stacked primitives; item ``i`` is a pure function of ``(seed, i)``.
 
-    Each object: 2-3 parts of random kinds stacked on +z, widths shrinking upwards (each part 0.45-0.8 of the
-    one below), each part with its own random colour, points shared equally between parts, slight noise
-    (sigma 0.005), normalised to the unit sphere.
+    Each object: 2-3 parts of random kinds stacked on +z, widths shrinking upwards (each part
+    0.45-0.8 of the one below), each part with its own random colour, points shared equally between
+    parts, slight noise (sigma 0.005), normalised to the unit sphere.
 
     Args:
         size: Number of distinct objects (the length of the source).

@@ -1,5 +1,5 @@
-"""`SyntheticRGBD`: rooms with boxes and spheres ray-cast by open3d (`RaycastingScene`, CPU, no display) into
-colour, depth and intrinsics, so depth tasks need no data on disk."""
+"""`SyntheticRGBD`: rooms with boxes and spheres ray-cast by open3d (`RaycastingScene`, CPU, no
+display) into colour, depth and intrinsics, so depth tasks need no data on disk."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ _TILE = 0.5  # metres: side of a floor tile
 class SyntheticRGBD(Source):
     """Rooms seen from a level camera; item ``i`` is a pure function of ``(seed, i)``.
 
-    Camera frame = world frame (x right, y down, z forward; the camera at the origin). Each room: a floor
-    1.0-1.5 m below the camera, tiled in two tones (0.5 m tiles, a perspective cue); a ceiling 2.6-3.2 m above
-    the floor; side walls 2-3.5 m to each side; a back wall 6-9 m ahead; all of random muted colours. On the floor
-    stand ``objects`` axis-aligned boxes (sides 0.3-1.0 m) and spheres (radius 0.2-0.5 m) of saturated random
-    colours, at least 2.5 m ahead and 1 m short of the back wall, their centres in the middle 80% of the view (as
-    far as the room allows), apart from each other. Surfaces are shaded by the angle between their normal and the
-    viewing ray (a light at the camera). Depth is z-depth in metres, exact up to the spheres' tessellation;
-    `scene` gives the layout.
+    Camera frame = world frame (x right, y down, z forward; the camera at the origin). Each room: a
+    floor 1.0-1.5 m below the camera, tiled in two tones (0.5 m tiles, a perspective cue); a ceiling
+    2.6-3.2 m above the floor; side walls 2-3.5 m to each side; a back wall 6-9 m ahead; all of
+    random muted colours. On the floor stand ``objects`` axis-aligned boxes (sides 0.3-1.0 m) and
+    spheres (radius 0.2-0.5 m) of saturated random colours, at least 2.5 m ahead and 1 m short of
+    the back wall, their centres in the middle 80% of the view (as far as the room allows), apart
+    from each other. Surfaces are shaded by the angle between their normal and the viewing ray (a
+    light at the camera). Depth is z-depth in metres, exact up to the spheres' tessellation; `scene`
+    gives the layout.
 
     Args:
         size: Number of distinct rooms (the length of the source).
@@ -38,8 +39,15 @@ class SyntheticRGBD(Source):
 
     modality = "rgbd"
 
-    def __init__(self, size: int = 10000, width: int = 128, height: int = 96, fov: float = 70.0,
-                 objects: tuple[int, int] = (2, 5), seed: int = 0):
+    def __init__(
+        self,
+        size: int = 10000,
+        width: int = 128,
+        height: int = 96,
+        fov: float = 70.0,
+        objects: tuple[int, int] = (2, 5),
+        seed: int = 0,
+    ):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if min(width, height) < 16:
@@ -63,20 +71,27 @@ class SyntheticRGBD(Source):
 
     @property
     def intrinsics(self) -> np.ndarray:
-        """The camera matrix ``[3, 3]`` shared by every room (pixel ``(u, v)`` covers ``[u, u + 1) x [v, v + 1)``)."""
+        """The camera matrix ``[3, 3]`` shared by every room (pixel ``(u, v)`` covers ``[u, u + 1) x
+        [v, v + 1)``)."""
         focal = self.width / 2 / math.tan(math.radians(self.fov) / 2)
         return np.array([[focal, 0, self.width / 2], [0, focal, self.height / 2], [0, 0, 1]])
 
     def scene(self, index: int) -> dict:
-        """The layout of room ``index``: ``floor`` (y of the floor), ``ceiling``, ``side`` (x of the right wall;
-        the left one is at ``-side``), ``back`` (z of the back wall), their ``colours``, and ``objects``: dicts
-        with ``kind`` (``box`` or ``sphere``), ``centre`` (x, y, z), ``size`` (box sides) or ``radius``, ``colour``."""
+        """The layout of room ``index``: ``floor`` (y of the floor), ``ceiling``, ``side`` (x of the
+        right wall; the left one is at ``-side``), ``back`` (z of the back wall), their ``colours``,
+        and ``objects``: dicts with ``kind`` (``box`` or ``sphere``), ``centre`` (x, y, z), ``size``
+        (box sides) or ``radius``, ``colour``."""
         if not 0 <= index < self.size:
             raise IndexError(f"index {index} out of range for SyntheticRGBD of size {self.size}")
         rng = np.random.default_rng([self.seed, index])
         floor = rng.uniform(1.0, 1.5)
-        room = {"floor": floor, "ceiling": floor - rng.uniform(2.6, 3.2), "side": rng.uniform(2.0, 3.5),
-                "back": rng.uniform(6.0, 9.0), "colours": rng.uniform(0.35, 0.8, (5, 3))}
+        room = {
+            "floor": floor,
+            "ceiling": floor - rng.uniform(2.6, 3.2),
+            "side": rng.uniform(2.0, 3.5),
+            "back": rng.uniform(6.0, 9.0),
+            "colours": rng.uniform(0.35, 0.8, (5, 3)),
+        }
         room["objects"] = []
         for _ in range(int(rng.integers(self.objects[0], self.objects[1] + 1))):
             spread = math.tan(math.radians(self.fov) / 2)  # half the view's width at 1 m
@@ -86,18 +101,21 @@ class SyntheticRGBD(Source):
         return room
 
     def render(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Colour ``[H, W, 3]`` uint8 and depth ``[H, W]`` float32 (NaN where a ray hits nothing) of room ``index``."""
+        """Colour ``[H, W, 3]`` uint8 and depth ``[H, W]`` float32 (NaN where a ray hits nothing) of
+        room ``index``."""
         o3d = _open3d()
         room = self.scene(index)
         raycaster = o3d.t.geometry.RaycastingScene()
         colours = []
         for vertices, triangles, colour in _meshes(room, o3d):
-            raycaster.add_triangles(o3d.core.Tensor(vertices, o3d.core.float32),
-                                    o3d.core.Tensor(triangles, o3d.core.uint32))
+            raycaster.add_triangles(
+                o3d.core.Tensor(vertices, o3d.core.float32), o3d.core.Tensor(triangles, o3d.core.uint32)
+            )
             colours.append(colour)
         intrinsics = o3d.core.Tensor(self.intrinsics, o3d.core.float64)
-        rays = raycaster.create_rays_pinhole(intrinsics, o3d.core.Tensor(np.eye(4), o3d.core.float64),
-                                             self.width, self.height)  # [H, W, 6]: origin, direction with z = 1
+        rays = raycaster.create_rays_pinhole(
+            intrinsics, o3d.core.Tensor(np.eye(4), o3d.core.float64), self.width, self.height
+        )  # [H, W, 6]: origin, direction with z = 1
         hits = raycaster.cast_rays(rays)
         depth = hits["t_hit"].numpy().astype(np.float32)  # [H, W]: distance in units of the direction = z-depth
         depth[~np.isfinite(depth)] = np.nan
@@ -117,9 +135,9 @@ class SyntheticRGBD(Source):
 
 
 def _place(rng: np.random.Generator, room: dict, across: float, down: float) -> dict | None:
-    """A box or sphere standing on the floor, its centre in the middle 80% of the view (half of which is
-    ``across`` wide and ``down`` high at 1 m), clear of the walls and of the objects already placed (None when
-    ten random spots all collide)."""
+    """A box or sphere standing on the floor, its centre in the middle 80% of the view (half of
+    which is ``across`` wide and ``down`` high at 1 m), clear of the walls and of the objects
+    already placed (None when ten random spots all collide)."""
     kind = ("box", "sphere")[int(rng.integers(2))]
     size = rng.uniform(0.3, 1.0, 3) if kind == "box" else np.full(3, 2 * rng.uniform(0.2, 0.5))
     reach = float(np.hypot(size[0], size[2]) / 2)  # radius of its footprint's bounding circle
@@ -138,16 +156,21 @@ def _place(rng: np.random.Generator, room: dict, across: float, down: float) -> 
 
 
 def _meshes(room: dict, o3d) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``(vertices [V, 3], triangles [F, 3], colour [3])`` of the floor (first), ceiling, walls and objects."""
+    """``(vertices [V, 3], triangles [F, 3], colour [3])`` of the floor (first), ceiling, walls and
+    objects."""
     floor, ceiling, side, back = room["floor"], room["ceiling"], room["side"], room["back"]
     near = -1.0  # the room extends behind the camera, so no ray escapes past the side walls
-    quads = [[(-side, floor, near), (side, floor, near), (side, floor, back), (-side, floor, back)],
-             [(-side, ceiling, near), (side, ceiling, near), (side, ceiling, back), (-side, ceiling, back)],
-             [(-side, ceiling, back), (side, ceiling, back), (side, floor, back), (-side, floor, back)],
-             [(-side, ceiling, near), (-side, ceiling, back), (-side, floor, back), (-side, floor, near)],
-             [(side, ceiling, near), (side, ceiling, back), (side, floor, back), (side, floor, near)]]
-    meshes = [(np.array(q), np.array([[0, 1, 2], [0, 2, 3]]), colour) for q, colour in zip(quads, room["colours"],
-                                                                                            strict=True)]
+    quads = [
+        [(-side, floor, near), (side, floor, near), (side, floor, back), (-side, floor, back)],
+        [(-side, ceiling, near), (side, ceiling, near), (side, ceiling, back), (-side, ceiling, back)],
+        [(-side, ceiling, back), (side, ceiling, back), (side, floor, back), (-side, floor, back)],
+        [(-side, ceiling, near), (-side, ceiling, back), (-side, floor, back), (-side, floor, near)],
+        [(side, ceiling, near), (side, ceiling, back), (side, floor, back), (side, floor, near)],
+    ]
+    meshes = [
+        (np.array(q), np.array([[0, 1, 2], [0, 2, 3]]), colour)
+        for q, colour in zip(quads, room["colours"], strict=True)
+    ]
     for shape in room["objects"]:
         if shape["kind"] == "box":
             mesh = o3d.geometry.TriangleMesh.create_box(*shape["size"])

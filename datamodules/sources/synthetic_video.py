@@ -1,6 +1,6 @@
-"""`SyntheticVideos`: procedurally drawn clips of shapes bouncing over a brightening background, so video tasks
-need no data on disk. Each clip is written once to a lossless mp4 and read back through `VideoFolder`'s decord
-path, so training on them exercises real decoding.
+"""`SyntheticVideos`: procedurally drawn clips of shapes bouncing over a brightening background, so
+video tasks need no data on disk. Each clip is written once to a lossless mp4 and read back through
+`VideoFolder`'s decord path, so training on them exercises real decoding.
 """
 
 from __future__ import annotations
@@ -23,20 +23,22 @@ _VERSION = 1  # part of the cache path: bump it whenever the drawing changes
 
 
 class SyntheticVideos(Source):
-    """Clips of coloured shapes bouncing around a frame; item ``i`` is a pure function of ``(seed, i)``.
+    """Clips of coloured shapes bouncing around a frame; item ``i`` is a pure function of ``(seed,
+    i)``.
 
-    Each clip has 1-3 circles and squares moving in straight lines at constant speed and bouncing off the frame
-    edges; `trajectories` gives their centres in every frame. Shapes are bright and saturated (HSV value >= 0.85),
-    8-15% of the shorter side in radius (half side for squares), with hues spread around the colour wheel, and
-    move 3-8% of the shorter side per frame; a later shape is drawn over an earlier one. The background is a
-    linear gradient between two dark colours (channels 0.08-0.4 of full scale) in a random direction, which
-    brightens evenly by 0.12-0.22 of full scale over the clip: time has a direction even where nothing moves,
-    and the same direction in every clip.
+    Each clip has 1-3 circles and squares moving in straight lines at constant speed and bouncing
+    off the frame edges; `trajectories` gives their centres in every frame. Shapes are bright and
+    saturated (HSV value >= 0.85), 8-15% of the shorter side in radius (half side for squares), with
+    hues spread around the colour wheel, and move 3-8% of the shorter side per frame; a later shape
+    is drawn over an earlier one. The background is a linear gradient between two dark colours
+    (channels 0.08-0.4 of full scale) in a random direction, which brightens evenly by 0.12-0.22 of
+    full scale over the clip: time has a direction even where nothing moves, and the same direction
+    in every clip.
 
-    Clips are stored as H.264 in RGB at crf 0 (libx264rgb, lossless: decoded frames equal `render` exactly, where
-    4:4:4 YUV is off by up to 2 levels and 4:2:0 smears colours across shape edges), under
-    ``<root>/v<version>-<T>x<H>x<W>-<fps>fps/<seed>/<i>.mp4``. A clip is written on first access, to a temporary
-    file then renamed, so ranks and workers may share the cache.
+    Clips are stored as H.264 in RGB at crf 0 (libx264rgb, lossless: decoded frames equal `render`
+    exactly, where 4:4:4 YUV is off by up to 2 levels and 4:2:0 smears colours across shape edges),
+    under ``<root>/v<version>-<T>x<H>x<W>-<fps>fps/<seed>/<i>.mp4``. A clip is written on first
+    access, to a temporary file then renamed, so ranks and workers may share the cache.
 
     Args:
         size: Number of distinct clips (the length of the source).
@@ -45,14 +47,22 @@ class SyntheticVideos(Source):
         width: Frame width in pixels.
         fps: Frame rate stored in the files and reported with each clip.
         seed: Selects a different family of clips.
-        root: Cache directory for the mp4 files; ``None`` means ``$ZOO_CACHE/videos`` (``~/.cache/zoo/videos``
-            when ``ZOO_CACHE`` is unset).
+        root: Cache directory for the mp4 files; ``None`` means ``$ZOO_CACHE/videos``
+            (``~/.cache/zoo/videos`` when ``ZOO_CACHE`` is unset).
     """
 
     modality = "video"
 
-    def __init__(self, size: int = 1000, num_frames: int = 16, height: int = 56, width: int = 56, fps: float = 4.0,
-                 seed: int = 0, root: str | None = None):
+    def __init__(
+        self,
+        size: int = 1000,
+        num_frames: int = 16,
+        height: int = 56,
+        width: int = 56,
+        fps: float = 4.0,
+        seed: int = 0,
+        root: str | None = None,
+    ):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if num_frames < 2 or num_frames % 2:
@@ -89,12 +99,14 @@ class SyntheticVideos(Source):
         return self.root / geometry / str(self.seed) / f"{index}.mp4"
 
     def trajectories(self, index: int) -> np.ndarray:
-        """Centres of the shapes of clip ``index`` in every frame, ``[S, T, 2]`` as ``(x, y)`` pixels from the
-        top-left corner of the frame (the pixel in row ``r``, column ``c`` covers ``[c, c + 1) x [r, r + 1)``)."""
+        """Centres of the shapes of clip ``index`` in every frame, ``[S, T, 2]`` as ``(x, y)``
+        pixels from the top-left corner of the frame (the pixel in row ``r``, column ``c`` covers
+        ``[c, c + 1) x [r, r + 1)``)."""
         return np.stack([shape["centres"] for shape in self._scene(index)["shapes"]])
 
     def render(self, index: int) -> np.ndarray:
-        """The frames of clip ``index`` as drawn, ``[T, H, W, 3]`` uint8 (what decoding the cached file gives)."""
+        """The frames of clip ``index`` as drawn, ``[T, H, W, 3]`` uint8 (what decoding the cached
+        file gives)."""
         scene = self._scene(index)
         y, x = pixel_centres(self.height, self.width)  # [H, W] each
         t = np.arange(self.num_frames)[:, None, None, None] / (self.num_frames - 1)  # [T, 1, 1, 1]
@@ -129,26 +141,28 @@ class SyntheticVideos(Source):
         side = min(self.height, self.width)
         kind = ("circle", "square")[int(rng.integers(2))]
         radius = rng.uniform(0.08, 0.15) * side
-        colour = colorsys.hsv_to_rgb((hue + rng.uniform(-0.05, 0.05)) % 1.0, rng.uniform(0.75, 1.0),
-                                     rng.uniform(0.85, 1.0))
+        colour = colorsys.hsv_to_rgb(
+            (hue + rng.uniform(-0.05, 0.05)) % 1.0, rng.uniform(0.75, 1.0), rng.uniform(0.85, 1.0)
+        )
         low, high = np.full(2, radius), np.array([self.width, self.height]) - radius  # (x, y) bounds of the centre
         start = rng.uniform(low, high)
         heading = rng.uniform(0, 2 * np.pi)
         velocity = rng.uniform(0.03, 0.08) * side * np.array([np.cos(heading), np.sin(heading)])
         straight = start + velocity * np.arange(self.num_frames)[:, None]  # [T, 2] without walls
-        return {"kind": kind, "radius": radius, "colour": np.array(colour),
-                "centres": _bounce(straight, low, high)}
+        return {"kind": kind, "radius": radius, "colour": np.array(colour), "centres": _bounce(straight, low, high)}
 
 
 def _bounce(positions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Positions on an unbounded line folded into ``[low, high]``, as if reflected by walls at both ends."""
+    """Positions on an unbounded line folded into ``[low, high]``, as if reflected by walls at both
+    ends."""
     length = high - low
     phase = np.mod(positions - low, 2 * length)
     return low + np.where(phase <= length, phase, 2 * length - phase)
 
 
 def _write_mp4(path: Path, frames: np.ndarray, fps: float) -> None:
-    """Write ``frames`` ``[T, H, W, 3]`` losslessly to ``path``, atomically (temporary file, then rename)."""
+    """Write ``frames`` ``[T, H, W, 3]`` losslessly to ``path``, atomically (temporary file, then
+    rename)."""
     av = require("av", "video", "SyntheticVideos writes its clips with PyAV")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")

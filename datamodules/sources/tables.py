@@ -1,6 +1,6 @@
-"""Reading released benchmark files: the rows of parquet (Hugging Face ``datasets``), JSONL, JSON, TSV/CSV or
-Charades-STA ``.txt`` files, and the media cells they hold (HF ``Image`` / ``Audio`` structs, raw or base64
-bytes, or paths that must stay inside the dataset root)."""
+"""Reading released benchmark files: the rows of parquet (Hugging Face ``datasets``), JSONL, JSON,
+TSV/CSV or Charades-STA ``.txt`` files, and the media cells they hold (HF ``Image`` / ``Audio``
+structs, raw or base64 bytes, or paths that must stay inside the dataset root)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')  # a whole string, or 
 
 
 def table_files(path: str, owner: str) -> list[Path]:
-    """The files a benchmark ``path`` names: the file itself, or every ``.parquet`` shard under a directory (a
-    Hugging Face dataset folder), sorted.
+    """The files a benchmark ``path`` names: the file itself, or every ``.parquet`` shard under a
+    directory (a Hugging Face dataset folder), sorted.
 
     Raises:
         FileNotFoundError: nothing readable there.
@@ -39,14 +39,16 @@ def table_files(path: str, owner: str) -> list[Path]:
             return files
     elif where.is_file() and where.suffix.lower() in SUFFIXES:
         return [where]
-    raise FileNotFoundError(f"{owner}: {str(where)!r} is neither a {'/'.join(SUFFIXES)} file nor a folder of "
-                            ".parquet files")
+    raise FileNotFoundError(
+        f"{owner}: {str(where)!r} is neither a {'/'.join(SUFFIXES)} file nor a folder of .parquet files"
+    )
 
 
 def read_rows(files: list[Path], owner: str) -> Iterator[tuple[int, str, object]]:
-    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across files (the
-    line is the row's line in a text file, its position in a JSON list or parquet file); a row that cannot be
-    read (not JSON, not UTF-8, ...) comes as ``{"_error": reason}``, so reading goes on after it."""
+    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across
+    files (the line is the row's line in a text file, its position in a JSON list or parquet file);
+    a row that cannot be read (not JSON, not UTF-8, ...) comes as ``{"_error": reason}``, so reading
+    goes on after it."""
     number = 0
     for file in files:
         for line, row in _rows(file, owner):
@@ -77,17 +79,17 @@ def _rows(file: Path, owner: str) -> Iterator[tuple[int, object]]:
 
 
 def _text_lines(file: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its line: it is
-    kept as a surrogate escape, which `_charades` refuses)."""
+    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its
+    line: it is kept as a surrogate escape, which `_charades` refuses)."""
     with open(file, "rb") as f:
         for number, raw in enumerate(f, 1):
             yield number, raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
 
 
 def json_list(file: Path, owner: str) -> list[object]:
-    """The rows of a ``.json`` file holding a list; when the whole file does not parse (an invalid byte, one
-    row nested past the parser's stack), each element is parsed on its own and a bad one comes as
-    ``{"_error": reason}``."""
+    """The rows of a ``.json`` file holding a list; when the whole file does not parse (an invalid
+    byte, one row nested past the parser's stack), each element is parsed on its own and a bad one
+    comes as ``{"_error": reason}``."""
     text = file.read_bytes().decode("utf-8", errors="surrogateescape")
     try:
         rows = None if _UNDECODED.search(text) else json.loads(text)
@@ -111,10 +113,10 @@ def _charades(line: str) -> dict:
 
 
 def _elements(text: str, what: str) -> list[object]:
-    """The elements of the JSON list ``text``, each parsed on its own: one that does not parse or holds an
-    invalid byte comes as ``{"_error": reason}``."""
+    """The elements of the JSON list ``text``, each parsed on its own: one that does not parse or
+    holds an invalid byte comes as ``{"_error": reason}``."""
     start = len(text) - len(text.lstrip())
-    if text[start:start + 1] != "[":
+    if text[start : start + 1] != "[":
         raise ValueError(f"{what} must hold a JSON list of row objects")
     rows: list[object] = []
     for begin, end in _element_spans(text, start):
@@ -129,8 +131,9 @@ def _elements(text: str, what: str) -> list[object]:
 
 
 def _element_spans(text: str, start: int) -> Iterator[tuple[int, int]]:
-    """``(begin, end)`` of each element of the JSON list whose ``[`` is at ``start``: split at the commas
-    outside strings and brackets (strings are matched whole, so their brackets and commas do not count)."""
+    """``(begin, end)`` of each element of the JSON list whose ``[`` is at ``start``: split at the
+    commas outside strings and brackets (strings are matched whole, so their brackets and commas do
+    not count)."""
     depth, begin = 0, start + 1
     for token in _JSON_TOKENS.finditer(text, start + 1):
         mark = token[0]
@@ -139,7 +142,7 @@ def _element_spans(text: str, start: int) -> Iterator[tuple[int, int]]:
         elif mark in ("]", "}") and depth:
             depth -= 1
         elif mark == "]" or (mark == "," and not depth):  # the list's own end, or the end of an element
-            if text[begin:token.start()].strip():
+            if text[begin : token.start()].strip():
                 yield begin, token.start()
             if mark == "]":
                 return
@@ -149,8 +152,8 @@ def _element_spans(text: str, start: int) -> Iterator[tuple[int, int]]:
 
 
 def blank(value: object) -> bool:
-    """An empty cell: None, NaN (pandas' missing value), a blank string, or the string ``nan`` (how exports of
-    pandas tables, MMBench's among them, write a missing option or hint)."""
+    """An empty cell: None, NaN (pandas' missing value), a blank string, or the string ``nan`` (how
+    exports of pandas tables, MMBench's among them, write a missing option or hint)."""
     if isinstance(value, str):
         return value.strip().lower() in ("", "nan")
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -176,9 +179,10 @@ def number(value: object, what: str) -> float:
 
 
 def media_refs(value: object, root: Path, path_format: str = "{}", strings: str = "path") -> list[bytes | Path]:
-    """The media of one cell as encoded bytes or a file inside ``root``: an HF ``Image`` / ``Audio`` struct
-    (``{"bytes", "path"}``, bytes first), raw bytes, a string (a path formatted by ``path_format`` and resolved
-    in ``root``, or base64 bytes when ``strings`` is ``"base64"``), or a non-empty list of those."""
+    """The media of one cell as encoded bytes or a file inside ``root``: an HF ``Image`` / ``Audio``
+    struct (``{"bytes", "path"}``, bytes first), raw bytes, a string (a path formatted by
+    ``path_format`` and resolved in ``root``, or base64 bytes when ``strings`` is ``"base64"``), or
+    a non-empty list of those."""
     values = value if isinstance(value, list) else [value]
     if not values:
         raise ValueError("missing media: the media list is empty")
@@ -207,7 +211,8 @@ def _ref(value: object, root: Path, path_format: str, strings: str) -> bytes | P
 
 
 def open_image(ref: bytes | Path, name: str) -> Image.Image:
-    """The image of a media reference, decoded in full and as RGB; SkipItem naming ``name`` when it cannot be."""
+    """The image of a media reference, decoded in full and as RGB; SkipItem naming ``name`` when it
+    cannot be."""
     if isinstance(ref, Path):
         return load_rgb(ref)
     try:

@@ -1,6 +1,8 @@
-"""`VideoFolder`: every video file under a directory tree, decoded with decord into frames sampled evenly in time.
+"""`VideoFolder`: every video file under a directory tree, decoded with decord into frames sampled
+evenly in time.
 
-`decode` is the one decoding path, shared with `SyntheticVideos`; frame counts follow qwen-vl-utils (even, >= 2).
+`decode` is the one decoding path, shared with `SyntheticVideos`; frame counts follow qwen-vl-utils
+(even, >= 2).
 """
 
 from __future__ import annotations
@@ -16,36 +18,40 @@ from tasks.extras import require
 
 
 class VideoFolder(Source):
-    """Videos found recursively under ``root``, sorted by path so an index names the same file on every run.
+    """Videos found recursively under ``root``, sorted by path so an index names the same file on
+    every run.
 
-    Item ``i`` is a `tasks.Video` of frames sampled from the central part of file ``i``, its stored frames
-    ``[trim * N, (1 - trim) * N)`` of ``N`` (leaving out fades, title cards and credits): ``num_frames`` frames,
-    or ``fps`` per second of that part when ``num_frames`` is ``None``; an even number, at least 2, as Qwen-VL
-    merges consecutive frame pairs. Frame ``k`` of ``n`` is the stored frame at the middle of the ``k``-th of
-    ``n`` equal slices of the part, so consecutive frames are ``1 / fps`` seconds apart on average, where the
-    item's ``fps`` is ``n`` over the part's duration: ``n * r / ((1 - 2 * trim) * N)``, ``r`` being the
-    container's average frame rate. A part of fewer than ``n`` frames is first widened evenly at both ends (up
-    to the whole video), so that no frame is taken twice.
+    Item ``i`` is a `tasks.Video` of frames sampled from the central part of file ``i``, its stored
+    frames ``[trim * N, (1 - trim) * N)`` of ``N`` (leaving out fades, title cards and credits):
+    ``num_frames`` frames, or ``fps`` per second of that part when ``num_frames`` is ``None``; an
+    even number, at least 2, as Qwen-VL merges consecutive frame pairs. Frame ``k`` of ``n`` is the
+    stored frame at the middle of the ``k``-th of ``n`` equal slices of the part, so consecutive
+    frames are ``1 / fps`` seconds apart on average, where the item's ``fps`` is ``n`` over the
+    part's duration: ``n * r / ((1 - 2 * trim) * N)``, ``r`` being the container's average frame
+    rate. A part of fewer than ``n`` frames is first widened evenly at both ends (up to the whole
+    video), so that no frame is taken twice.
 
-    A video shorter than ``min_seconds`` raises `tasks.SkipItem` of kind ``too_short`` before any frame is decoded
-    (counted as ``data/skipped/VideoFolder/too_short``, apart from broken files). A file that cannot be decoded
-    (corrupt or truncated, no video stream, too few frames) raises `tasks.SkipItem`;
-    FFmpeg may also print its own complaint about it to stderr. A damaged file that still decodes can give
-    different frames from run to run (decord decodes in a thread of its own); intact files always give the same.
+    A video shorter than ``min_seconds`` raises `tasks.SkipItem` of kind ``too_short`` before any
+    frame is decoded (counted as ``data/skipped/VideoFolder/too_short``, apart from broken files). A
+    file that cannot be decoded (corrupt or truncated, no video stream, too few frames) raises
+    `tasks.SkipItem`; FFmpeg may also print its own complaint about it to stderr. A damaged file
+    that still decodes can give different frames from run to run (decord decodes in a thread of its
+    own); intact files always give the same.
 
     Args:
         root: Directory searched recursively.
         extensions: File suffixes to include, matched case-insensitively.
-        num_frames: Frames per video, rounded up to even; a video with fewer stored frames is skipped. ``None``
-            samples by ``fps`` instead.
-        fps: Frames to sample per second of video, used when ``num_frames`` is ``None``; the count is rounded
-            down to even, at least 2 and at most ``max_frames`` (so the item's ``fps`` can be lower than asked).
+        num_frames: Frames per video, rounded up to even; a video with fewer stored frames is
+            skipped. ``None`` samples by ``fps`` instead.
+        fps: Frames to sample per second of video, used when ``num_frames`` is ``None``; the count
+            is rounded down to even, at least 2 and at most ``max_frames`` (so the item's ``fps``
+            can be lower than asked).
         max_frames: Most frames per video when sampling by ``fps``.
-        max_pixels: Downsize frames, keeping the aspect ratio, so that height x width is at most this many pixels;
-            ``None`` keeps the stored size.
+        max_pixels: Downsize frames, keeping the aspect ratio, so that height x width is at most
+            this many pixels; ``None`` keeps the stored size.
         trim: Fraction of the video's length left out at each end.
-        min_seconds: Videos shorter than this (stored frames over the container's average frame rate) are
-            skipped; Visual Jigsaw drops videos under 24 s. 0 keeps every video.
+        min_seconds: Videos shorter than this (stored frames over the container's average frame
+            rate) are skipped; Visual Jigsaw drops videos under 24 s. 0 keeps every video.
     """
 
     modality = "video"
@@ -63,8 +69,7 @@ class VideoFolder(Source):
     ):
         if not (math.isfinite(min_seconds) and min_seconds >= 0):
             raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds}")
-        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels,
-                             trim=trim)
+        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=trim)
         check_sampling(**self.sampling)
         self.min_seconds = min_seconds
         self.root, self.extensions, self.paths = find_files(root, extensions, "VideoFolder")
@@ -79,12 +84,14 @@ class VideoFolder(Source):
         return self.paths[index]
 
 
-def check_sampling(num_frames: int | None, fps: float | None, max_frames: int, max_pixels: int | None,
-                   trim: float) -> None:
+def check_sampling(
+    num_frames: int | None, fps: float | None, max_frames: int, max_pixels: int | None, trim: float
+) -> None:
     """Raise ValueError for sampling options `decode` cannot honour."""
     if (num_frames is None) == (fps is None):
-        raise ValueError(f"give exactly one of num_frames and fps (set the other to None), got num_frames="
-                         f"{num_frames}, fps={fps}")
+        raise ValueError(
+            f"give exactly one of num_frames and fps (set the other to None), got num_frames={num_frames}, fps={fps}"
+        )
     if num_frames is not None and num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     if fps is not None and not (math.isfinite(fps) and fps > 0):
@@ -97,9 +104,16 @@ def check_sampling(num_frames: int | None, fps: float | None, max_frames: int, m
         raise ValueError(f"trim must be in [0, 0.5), got {trim}")
 
 
-def sample_indices(total: int, video_fps: float, num_frames: int | None = 16, fps: float | None = None,
-                   max_frames: int = 64, trim: float = 0.05) -> tuple[np.ndarray, float]:
-    """Which of ``total`` stored frames to take, and the frame rate of the taken frames (see `VideoFolder`).
+def sample_indices(
+    total: int,
+    video_fps: float,
+    num_frames: int | None = 16,
+    fps: float | None = None,
+    max_frames: int = 64,
+    trim: float = 0.05,
+) -> tuple[np.ndarray, float]:
+    """Which of ``total`` stored frames to take, and the frame rate of the taken frames (see
+    `VideoFolder`).
 
     Raises ValueError when the video has too few frames.
     """
@@ -119,12 +133,20 @@ def sample_indices(total: int, video_fps: float, num_frames: int | None = 16, fp
     return indices, count * video_fps / span
 
 
-def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max_frames: int = 64,
-           max_pixels: int | None = 256 * 256, trim: float = 0.05, min_seconds: float = 0.0) -> Video:
-    """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder` describes.
+def decode(
+    path: str,
+    num_frames: int | None = 16,
+    fps: float | None = None,
+    max_frames: int = 64,
+    max_pixels: int | None = 256 * 256,
+    trim: float = 0.05,
+    min_seconds: float = 0.0,
+) -> Video:
+    """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder`
+    describes.
 
-    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded, and one of kind ``too_short``
-    for a video shorter than ``min_seconds``.
+    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded, and one of kind
+    ``too_short`` for a video shorter than ``min_seconds``.
     """
     check_sampling(num_frames, fps, max_frames, max_pixels, trim)
     decord = require("decord", "video", "video sources decode with decord")
@@ -134,8 +156,7 @@ def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max
         if not (math.isfinite(video_fps) and video_fps > 0):
             raise ValueError(f"frame rate {video_fps}")
         if total / video_fps < min_seconds:
-            raise SkipItem(f"{path}: {total / video_fps:.1f} s long, under min_seconds={min_seconds}",
-                           kind="too_short")
+            raise SkipItem(f"{path}: {total / video_fps:.1f} s long, under min_seconds={min_seconds}", kind="too_short")
         indices, sampled_fps = sample_indices(total, video_fps, num_frames, fps, max_frames, trim)
         frames = _read(reader, indices, decord.DECORDError)
     except SkipItem:
@@ -146,15 +167,14 @@ def decode(path: str, num_frames: int | None = 16, fps: float | None = None, max
     return Video(frames=_fit(frames, max_pixels), fps=sampled_fps, name=str(path))
 
 
-
-
 def _read(reader, indices: np.ndarray, decord_error: type[Exception]) -> np.ndarray:
     """Frames ``[T, H, W, 3]`` uint8 at ``indices``."""
     try:
         frames = reader.get_batch(indices.tolist()).asnumpy()
     except decord_error:
-        # decord 0.6 get_batch fails on frames 2, 3, 4, 6, 8, 12, 16, 24, 48 or 72 pixels wide; one frame at a
-        # time works there but comes back mis-shaped (see _unpad). A damaged file fails here again.
+        # decord 0.6 get_batch fails on frames 2, 3, 4, 6, 8, 12, 16, 24, 48 or 72 pixels wide; one
+        # frame at a time works there but comes back mis-shaped (see _unpad). A damaged file fails
+        # here again.
         frames = np.stack([_unpad(reader[int(i)].asnumpy()) for i in indices])
     if frames.ndim != 4 or frames.shape[0] != len(indices) or frames.shape[-1] != 3 or 0 in frames.shape:
         raise ValueError(f"decoded frames of shape {frames.shape}, expected ({len(indices)}, H, W, 3)")
@@ -162,9 +182,10 @@ def _read(reader, indices: np.ndarray, decord_error: type[Exception]) -> np.ndar
 
 
 def _unpad(frame: np.ndarray) -> np.ndarray:
-    """One frame from decord, repaired: decord pads rows to a multiple of 32 pixels and, where 3 x the padded
-    width is a multiple of the width, returns ``[H, W, C]`` with a wrong channel count ``C`` (4 for 48 pixels
-    wide) instead of ``[H, padded W, 3]``. Checked exact for every width from 2 to 200 pixels."""
+    """One frame from decord, repaired: decord pads rows to a multiple of 32 pixels and, where 3 x
+    the padded width is a multiple of the width, returns ``[H, W, C]`` with a wrong channel count
+    ``C`` (4 for 48 pixels wide) instead of ``[H, padded W, 3]``. Checked exact for every width from
+    2 to 200 pixels."""
     height, width, channels = frame.shape
     if channels == 3:
         return frame
@@ -173,7 +194,8 @@ def _unpad(frame: np.ndarray) -> np.ndarray:
 
 
 def _fit(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
-    """``frames`` downsized (bicubic, aspect ratio kept) so that height x width <= ``max_pixels``."""
+    """``frames`` downsized (bicubic, aspect ratio kept) so that height x width <=
+    ``max_pixels``."""
     _, height, width, _ = frames.shape
     if max_pixels is None or height * width <= max_pixels:
         return frames

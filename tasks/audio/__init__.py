@@ -1,4 +1,5 @@
-"""Audio pretext tasks (jigsaw, anomaly grounding, speed) and labelled audio multiple choice (R1-AQA)."""
+"""Audio pretext tasks (jigsaw, anomaly grounding, speed) and labelled audio multiple choice
+(R1-AQA)."""
 
 from tasks.discovery import export_submodules
 

@@ -1,8 +1,8 @@
 """Audio anomaly grounding: alter one stretch of a clip and ask when it happens.
 
-VideoSSR's anomaly grounding (arXiv 2511.06281) carried over to audio: one stretch is reversed, pitch-shifted,
-covered by a noise burst, silenced or made much louder or quieter; the answer is its start and end in seconds
-(``1.5-2.3``) and the reward is the temporal IoU.
+VideoSSR's anomaly grounding (arXiv 2511.06281) carried over to audio: one stretch is reversed,
+pitch-shifted, covered by a noise burst, silenced or made much louder or quieter; the answer is its
+start and end in seconds (``1.5-2.3``) and the reward is the temporal IoU.
 """
 
 from __future__ import annotations
@@ -25,18 +25,20 @@ def reverse(wave: np.ndarray, start: int, stop: int, rng: random.Random) -> np.n
 
 
 def pitch_shift(wave: np.ndarray, start: int, stop: int, rng: random.Random) -> np.ndarray:
-    """The audio from ``start`` played 1.3-1.5 times faster or slower (pitch up or down by 4.5-7 semitones),
-    filling the stretch; a faster stretch reads past its end, backwards from the clip's end if needed."""
+    """The audio from ``start`` played 1.3-1.5 times faster or slower (pitch up or down by 4.5-7
+    semitones), filling the stretch; a faster stretch reads past its end, backwards from the clip's
+    end if needed."""
     rate = rng.uniform(1.3, 1.5) ** rng.choice((-1, 1))
     length = stop - start
     need = min(len(wave), int(np.ceil(length * rate)) + 1)
     first = min(start, len(wave) - need)
-    return resample(wave[first:first + need], rate, 1.0)[:length]
+    return resample(wave[first : first + need], rate, 1.0)[:length]
 
 
 def noise_burst(wave: np.ndarray, start: int, stop: int, rng: random.Random) -> np.ndarray:
-    """White noise added, 1-2 times as loud (RMS) as the whole clip or -26 dBFS, whichever is louder."""
-    level = max(float(np.sqrt(np.mean(wave ** 2))), 0.05) * rng.uniform(1.0, 2.0)
+    """White noise added, 1-2 times as loud (RMS) as the whole clip or -26 dBFS, whichever is
+    louder."""
+    level = max(float(np.sqrt(np.mean(wave**2))), 0.05) * rng.uniform(1.0, 2.0)
     noise = np.random.default_rng(rng.getrandbits(64)).normal(0.0, level, stop - start)
     return np.clip(wave[start:stop] + noise, -1.0, 1.0).astype(np.float32)
 
@@ -71,15 +73,15 @@ class AudioAnomalyGrounding(Task):
         perturbations: What the stretch may undergo, drawn uniformly: ``reverse``, ``pitch_shift``,
             ``noise_burst``, ``silence``, ``gain_jump``.
         min_seconds: Shortest stretch, a multiple of 0.1 s.
-        max_seconds: Longest stretch. Both bounds shrink to half the clip when it is shorter than twice this.
+        max_seconds: Longest stretch. Both bounds shrink to half the clip when it is shorter than
+            twice this.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "audio_anomaly_grounding"
     modality = "audio"
     parts = ("accuracy",)
-    levels = {"long": {"min_seconds": 0.5, "max_seconds": 1.0},
-              "short": {"min_seconds": 0.1, "max_seconds": 0.3}}
+    levels = {"long": {"min_seconds": 0.5, "max_seconds": 1.0}, "short": {"min_seconds": 0.1, "max_seconds": 0.3}}
 
     def __init__(
         self,

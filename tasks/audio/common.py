@@ -1,5 +1,5 @@
-"""Waveform handling shared by the audio tasks, sources and policies: the `Audio` item, a band-limited
-resampler, segments and audio content parts.
+"""Waveform handling shared by the audio tasks, sources and policies: the `Audio` item, a
+band-limited resampler, segments and audio content parts.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class Audio:
 
 @dataclass
 class AudioQA:
-    """A labelled audio multiple-choice question (the R1-AQA / MMAU layout): what `AudioMCQ` consumes.
+    """A labelled audio multiple-choice question (the R1-AQA / MMAU layout): what `AudioMCQ`
+    consumes.
 
     Attributes:
         audio: The recording the question is about.
@@ -56,36 +57,42 @@ class AudioQA:
 
 
 def waveform_of(item: Audio, min_seconds: float = 0.0) -> np.ndarray:
-    """The item's samples ``[S]`` float32; SkipItem unless mono, finite, at a positive rate and at least
-    ``min_seconds`` long."""
+    """The item's samples ``[S]`` float32; SkipItem unless mono, finite, at a positive rate and at
+    least ``min_seconds`` long."""
     wave = np.asarray(item.waveform)
     name = item.name or "audio"
     if wave.ndim != 1 or not item.sampling_rate > 0 or not np.isfinite(wave).all():
-        raise SkipItem(f"{name}: need a finite mono waveform [S] and sampling_rate > 0, got {wave.shape} at "
-                       f"{item.sampling_rate} Hz")
+        raise SkipItem(
+            f"{name}: need a finite mono waveform [S] and sampling_rate > 0, got {wave.shape} at "
+            f"{item.sampling_rate} Hz"
+        )
     if len(wave) < min_seconds * item.sampling_rate:
         raise SkipItem(f"{name}: {len(wave) / item.sampling_rate:.2f} s, the task needs {min_seconds:g} s")
     return wave.astype(np.float32, copy=False)
 
 
 def audio_part(wave: np.ndarray, sampling_rate: int) -> dict:
-    """A ``{"type": "audio"}`` content part holding a float32 copy of ``wave`` (never a view of the item)."""
+    """A ``{"type": "audio"}`` content part holding a float32 copy of ``wave`` (never a view of the
+    item)."""
     return {"type": "audio", "audio": np.array(wave, dtype=np.float32), "sampling_rate": int(sampling_rate)}
 
 
 def segments(wave: np.ndarray, k: int) -> list[np.ndarray]:
-    """``k`` equal consecutive pieces of ``wave``; samples left over after an equal split are dropped at the end."""
+    """``k`` equal consecutive pieces of ``wave``; samples left over after an equal split are
+    dropped at the end."""
     size = len(wave) // k
-    return [wave[i * size:(i + 1) * size] for i in range(k)]
+    return [wave[i * size : (i + 1) * size] for i in range(k)]
 
 
 def resample(wave: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarray:
-    """``wave`` ``[S]`` (or ``[S, C]``) resampled from ``orig_rate`` to ``target_rate`` Hz, band-limited.
+    """``wave`` ``[S]`` (or ``[S, C]``) resampled from ``orig_rate`` to ``target_rate`` Hz,
+    band-limited.
 
-    A Kaiser-windowed sinc low-pass (cut off at 0.94 of the lower of the two Nyquist frequencies, about 80 dB
-    stop band) evaluated polyphase: output sample ``n`` lies at input position ``n * orig / target``, and the
-    rate ratio is made rational (denominator <= 1000) so the filter phases repeat and are computed once. The
-    signal is taken as zero outside its ends. Output length is ``ceil(S * target / orig)``.
+    A Kaiser-windowed sinc low-pass (cut off at 0.94 of the lower of the two Nyquist frequencies,
+    about 80 dB stop band) evaluated polyphase: output sample ``n`` lies at input position ``n *
+    orig / target``, and the rate ratio is made rational (denominator <= 1000) so the filter phases
+    repeat and are computed once. The signal is taken as zero outside its ends. Output length is
+    ``ceil(S * target / orig)``.
     """
     if not (orig_rate > 0 and target_rate > 0):
         raise ValueError(f"sampling rates must be positive, got {orig_rate} -> {target_rate}")
@@ -102,13 +109,13 @@ def resample(wave: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarr
     distance = np.arange(up)[:, None] / up - taps[None, :]  # [up, W]
     window = np.i0(_KAISER_BETA * np.sqrt(np.clip(1 - (distance / (half + 1)) ** 2, 0, None))) / np.i0(_KAISER_BETA)
     table = (cutoff * np.sinc(cutoff * distance) * window).astype(np.float32)  # [up, W]
-    padded = np.concatenate([np.zeros((half,) + wave.shape[1:], np.float32), wave,
-                             np.zeros((half + 1,) + wave.shape[1:], np.float32)])
+    padded = np.concatenate(
+        [np.zeros((half,) + wave.shape[1:], np.float32), wave, np.zeros((half + 1,) + wave.shape[1:], np.float32)]
+    )
     out = np.empty((length,) + wave.shape[1:], np.float32)
     for start in range(0, length, _CHUNK):
         n = np.arange(start, min(start + _CHUNK, length))
         base, phase = np.divmod(n * down, up)
         gathered = padded[base[:, None] + taps[None, :] + half]  # [n, W] (+ [C])
-        out[start:start + len(n)] = np.einsum("nw...,nw->n...", gathered, table[phase])
+        out[start : start + len(n)] = np.einsum("nw...,nw->n...", gathered, table[phase])
     return out
-

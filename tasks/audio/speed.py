@@ -1,7 +1,8 @@
 """Audio speed: play a clip at one of several speeds, or backwards, and ask which (multiple choice).
 
-The audio counterpart of playback-speed and arrow-of-time pretext tasks (e.g. SpeedNet, CVPR 2020; Wei et al.,
-CVPR 2018). Every option yields a clip of the same length, so the duration gives nothing away.
+The audio counterpart of playback-speed and arrow-of-time pretext tasks (e.g. SpeedNet, CVPR 2020;
+Wei et al., CVPR 2018). Every option yields a clip of the same length, so the duration gives nothing
+away.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ def _label(speed: float) -> str:
 
 
 class AudioSpeed(Task):
-    """Play a window of the clip at a speed drawn from ``speeds`` (or reversed) and ask which, lettered.
+    """Play a window of the clip at a speed drawn from ``speeds`` (or reversed) and ask which,
+    lettered.
 
-    Speed ``s`` reads ``s`` seconds of the original per second shown (pitch moves with it, as a tape would).
-    Every example shows ``duration / max(speeds)`` seconds, taken from a random place in the clip.
+    Speed ``s`` reads ``s`` seconds of the original per second shown (pitch moves with it, as a tape
+    would). Every example shows ``duration / max(speeds)`` seconds, taken from a random place in the
+    clip.
 
     Args:
         speeds: Playback speeds offered, each > 0 and distinct (1 is the original).
@@ -36,8 +39,11 @@ class AudioSpeed(Task):
     name = "audio_speed"
     modality = "audio"
     parts = ("accuracy",)
-    levels = {"2way": {"speeds": [0.5, 2.0], "reverse": False}, "4way": {},
-              "fine": {"speeds": [0.75, 1.0, 1.25, 1.5], "reverse": False}}
+    levels = {
+        "2way": {"speeds": [0.5, 2.0], "reverse": False},
+        "4way": {},
+        "fine": {"speeds": [0.75, 1.0, 1.25, 1.5], "reverse": False},
+    }
 
     def __init__(self, speeds: list[float] = [0.5, 1.0, 2.0], reverse: bool = True, **kwargs):  # noqa: B006
         super().__init__(**kwargs)
@@ -58,11 +64,13 @@ class AudioSpeed(Task):
         speed = self.speeds[choice] if choice < len(self.speeds) else 1.0
         span = min(len(wave), round(shown * speed))  # original samples read
         start = rng.randint(0, len(wave) - span)
-        clip = wave[start:start + span]
+        clip = wave[start : start + span]
         played = clip[::-1] if choice == len(self.speeds) else resample(clip, speed, 1.0)
         played = _fit(played, shown)
-        question = (f"Is this recording played at normal speed, sped up, slowed down, or backwards?\n"
-                    f"{answers.choice_prompt(self.options)}")
+        question = (
+            f"Is this recording played at normal speed, sped up, slowed down, or backwards?\n"
+            f"{answers.choice_prompt(self.options)}"
+        )
         meta = {"speed": speed, "reversed": choice == len(self.speeds), "start_sample": start}
         return Example(self.user_message([audio_part(played, sr)], question), self.options[choice], self.name, meta)
 
@@ -75,5 +83,6 @@ class AudioSpeed(Task):
 
 
 def _fit(wave: np.ndarray, length: int) -> np.ndarray:
-    """``wave`` cut or zero-padded at the end to exactly ``length`` samples (resampling rounds by a sample)."""
+    """``wave`` cut or zero-padded at the end to exactly ``length`` samples (resampling rounds by a
+    sample)."""
     return np.pad(wave[:length], (0, max(0, length - len(wave))))

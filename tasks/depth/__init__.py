@@ -1,5 +1,6 @@
-"""RGB-D pretext tasks: depth ordering of marked points (Visual Jigsaw 3D), regional depth ordering and relative
-3D position (Spatial-SSRL). Each shows the RGB image with numbered markers; the answers come from the depth."""
+"""RGB-D pretext tasks: depth ordering of marked points (Visual Jigsaw 3D), regional depth ordering
+and relative 3D position (Spatial-SSRL). Each shows the RGB image with numbered markers; the answers
+come from the depth."""
 
 from tasks.discovery import export_submodules
 

@@ -1,12 +1,12 @@
-"""The items GUI and embodied tasks consume: a GUI transition (two screenshots, the action between them, the
-accessibility tree of the first) and a frame pair (two frames, one action from a discrete set), plus the one
-action schema every GUI source and task shares.
+"""The items GUI and embodied tasks consume: a GUI transition (two screenshots, the action between
+them, the accessibility tree of the first) and a frame pair (two frames, one action from a discrete
+set), plus the one action schema every GUI source and task shares.
 
-Action schema (AndroidControl's action space under short names): ``{"action": "click", "x": 10, "y": 20}``,
-``long_press`` (``x``, ``y``), ``type`` (``text``), ``scroll`` (``direction``: up/down/left/right, the way
-the finger moves the content into view: ``down`` shows what is below), ``open_app`` (``app``),
-``navigate_back``, ``navigate_home``, ``wait``. Coordinates are pixels of the screenshot, from its top-left
-corner.
+Action schema (AndroidControl's action space under short names): ``{"action": "click", "x": 10, "y":
+20}``, ``long_press`` (``x``, ``y``), ``type`` (``text``), ``scroll`` (``direction``:
+up/down/left/right, the way the finger moves the content into view: ``down`` shows what is below),
+``open_app`` (``app``), ``navigate_back``, ``navigate_home``, ``wait``. Coordinates are pixels of
+the screenshot, from its top-left corner.
 """
 
 from __future__ import annotations
@@ -17,8 +17,14 @@ from dataclasses import dataclass, field
 from PIL import Image
 
 ACTION_FIELDS: dict[str, tuple[str, ...]] = {
-    "click": ("x", "y"), "long_press": ("x", "y"), "type": ("text",), "scroll": ("direction",),
-    "open_app": ("app",), "navigate_back": (), "navigate_home": (), "wait": (),
+    "click": ("x", "y"),
+    "long_press": ("x", "y"),
+    "type": ("text",),
+    "scroll": ("direction",),
+    "open_app": ("app",),
+    "navigate_back": (),
+    "navigate_home": (),
+    "wait": (),
 }
 DIRECTIONS = ("up", "down", "left", "right")
 # AndroidControl's names for the same actions and fields
@@ -52,8 +58,9 @@ class Node:
 
 @dataclass
 class GUITransition:
-    """A GUI transition: the screen before an action, the action, and the screen after it (or after ``steps``
-    actions, the first of which is ``action``: GUI-Shift's K-step transition, arXiv 2505.12493).
+    """A GUI transition: the screen before an action, the action, and the screen after it (or after
+    ``steps`` actions, the first of which is ``action``: GUI-Shift's K-step transition, arXiv
+    2505.12493).
 
     Attributes:
         before: Screenshot before the action (RGB).
@@ -97,14 +104,16 @@ class FramePair:
 
 
 def smallest_node(nodes: list[Node], x: float, y: float) -> Node | None:
-    """The node of least area containing the point (the innermost element, as UI-Shift labels clicks)."""
+    """The node of least area containing the point (the innermost element, as UI-Shift labels
+    clicks)."""
     inside = [node for node in nodes if node.contains(x, y)]
     return min(inside, key=lambda node: node.area, default=None)
 
 
 def check_action(raw: dict) -> dict:
     """The action ``raw`` describes, in this module's schema: AndroidControl names (``action_type``,
-    ``input_text``, ``app_name``) are accepted, keys are put in schema order and anything extra is dropped.
+    ``input_text``, ``app_name``) are accepted, keys are put in schema order and anything extra is
+    dropped.
 
     Raises:
         ValueError: Unknown type, a missing field, or a field of the wrong type.

@@ -1,5 +1,6 @@
-"""Embodied inverse dynamics: two consecutive frames of an agent in, the action it took (from a discrete set)
-out. The GUI inverse-dynamics idea of UI-Shift (arXiv 2505.12493) applied to any agent whose action shows.
+"""Embodied inverse dynamics: two consecutive frames of an agent in, the action it took (from a
+discrete set) out. The GUI inverse-dynamics idea of UI-Shift (arXiv 2505.12493) applied to any agent
+whose action shows.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ class EmbodiedInverseDynamics(Task):
     """Show the frames before and after an action and ask which action of the agent's set it was.
 
     Args:
-        labels: ``"letters"``: the actions are listed as lettered options and the answer is a letter.
-            ``"names"``: the answer is the action's name (any case).
-        shuffle: List the options in a random order per example (letters only), so a position bias earns
-            nothing; ``False`` keeps the item's order (a tiny policy then learns a fixed letter per action).
+        labels: ``"letters"``: the actions are listed as lettered options and the answer is a
+            letter. ``"names"``: the answer is the action's name (any case).
+        shuffle: List the options in a random order per example (letters only), so a position bias
+            earns nothing; ``False`` keeps the item's order (a tiny policy then learns a fixed
+            letter per action).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 

@@ -1,6 +1,8 @@
-"""GUI grounding (ScreenSpot-style): an instruction naming one element and a screenshot in, a click point out.
+"""GUI grounding (ScreenSpot-style): an instruction naming one element and a screenshot in, a click
+point out.
 
-The reward is point-in-box: the click must land inside the element's accessibility bounds (edges count).
+The reward is point-in-box: the click must land inside the element's accessibility bounds (edges
+count).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ _POINT = re.compile(r"\(?\s*(\d{1,6}(?:\.\d{1,6})?)\s*,\s*(\d{1,6}(?:\.\d{1,6})?
 
 
 class GUIGrounding(Task):
-    """Pick one labelled element of a screenshot's accessibility tree and ask where to click to reach it.
+    """Pick one labelled element of a screenshot's accessibility tree and ask where to click to
+    reach it.
 
-    The answer is a point ``(x, y)`` in screenshot pixels (from the top-left corner); it earns accuracy when it
-    lies inside the element's bounds. Only the first screenshot of the item is shown.
+    The answer is a point ``(x, y)`` in screenshot pixels (from the top-left corner); it earns
+    accuracy when it lies inside the element's bounds. Only the first screenshot of the item is
+    shown.
 
     Args:
-        kinds: Roles an element may have to be a target (e.g. ``[button, tab]``); ``None`` allows any node with
-            text that contains no other node with text (so the target is one element, not a container).
+        kinds: Roles an element may have to be a target (e.g. ``[button, tab]``); ``None`` allows
+            any node with text that contains no other node with text (so the target is one element,
+            not a container).
         min_side: Elements narrower or shorter than this many pixels are never targets.
         **kwargs: Answer format options, see `tasks.Task`.
     """
@@ -46,17 +51,19 @@ class GUIGrounding(Task):
         if not targets:
             raise SkipItem(f"{item.name}: no labelled element on the screenshot to ground")
         node = rng.choice(targets)
-        question = (f"Where would you click to use the {node.kind or 'element'} labelled \"{node.text}\"? The "
-                    f"screenshot is {width} x {height} pixels. Answer with the point as (x, y), x from the left "
-                    "edge and y from the top.")
+        question = (
+            f'Where would you click to use the {node.kind or "element"} labelled "{node.text}"? The '
+            f"screenshot is {width} x {height} pixels. Answer with the point as (x, y), x from the left "
+            "edge and y from the top."
+        )
         media = [{"type": "image", "image": item.before.convert("RGB")}]
         meta = {"box": list(node.bounds), "text": node.text, "screen": [width, height]}
         return Example(self.user_message(media, question), _centre(node), self.name, meta)
 
     def targets(self, nodes: list[Node], screen: tuple[int, int]) -> list[Node]:
-        """The nodes that may be asked for, cut to the part of them on the ``(width, height)`` screen (a click
-        off the screenshot can never be right): labelled, large enough there, of an allowed kind, and no
-        container of another labelled node."""
+        """The nodes that may be asked for, cut to the part of them on the ``(width, height)``
+        screen (a click off the screenshot can never be right): labelled, large enough there, of an
+        allowed kind, and no container of another labelled node."""
         shown = [_on_screen(n, screen) for n in nodes]
         labelled = [n for n in shown if n.text.strip() and min(_sides(n)) >= self.min_side]
         if self.kinds is not None:
@@ -74,8 +81,8 @@ class GUIGrounding(Task):
         return {"accuracy": float(Node(tuple(example.meta["box"])).contains(point[0], point[1]))}
 
     def region(self, example: Example, answer: str | None) -> list[float] | None:
-        """The clicked point as a region ``[x, y, x, y]``, or None for an invalid answer or a point off the
-        screen (what `tasks.RegionConsistency` votes with)."""
+        """The clicked point as a region ``[x, y, x, y]``, or None for an invalid answer or a point
+        off the screen (what `tasks.RegionConsistency` votes with)."""
         match = _POINT.fullmatch((answer or "").strip())
         if not match:
             return None
@@ -95,7 +102,8 @@ def _sides(node: Node) -> tuple[int, int]:
 
 
 def _on_screen(node: Node, screen: tuple[int, int]) -> Node:
-    """The node with its bounds clipped to the screen (inverted bounds when none of it is on the screen)."""
+    """The node with its bounds clipped to the screen (inverted bounds when none of it is on the
+    screen)."""
     left, top, right, bottom = node.bounds
     width, height = screen
     return Node((max(left, 0), max(top, 0), min(right, width), min(bottom, height)), node.text, node.kind)

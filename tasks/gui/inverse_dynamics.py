@@ -1,10 +1,11 @@
 """GUI inverse dynamics: two screenshots in, the action that led from the first to the second out.
 
-Follows UI-Shift (arXiv 2505.12493): the answer is one JSON action; a click counts when it lands inside the
-smallest accessibility node containing the recorded click, typed text and scroll direction must match, and a
-format reward is added (acc + fmt in the paper). A transition of several actions (GUI-Shift's K-step
-transition: the source's ``steps``) asks for the first of them. The ``letter`` output asks only for the action
-type, as one letter, which a tiny random-init policy can learn (configs/gui_demo.yaml).
+Follows UI-Shift (arXiv 2505.12493): the answer is one JSON action; a click counts when it lands
+inside the smallest accessibility node containing the recorded click, typed text and scroll
+direction must match, and a format reward is added (acc + fmt in the paper). A transition of several
+actions (GUI-Shift's K-step transition: the source's ``steps``) asks for the first of them. The
+``letter`` output asks only for the action type, as one letter, which a tiny random-init policy can
+learn (configs/gui_demo.yaml).
 """
 
 from __future__ import annotations
@@ -21,34 +22,37 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 from tasks.gui.common import ACTION_FIELDS, GUITransition, Node, check_action, smallest_node
 
-_TEMPLATES = {"click": '{"action": "click", "x": <x>, "y": <y>}',
-              "long_press": '{"action": "long_press", "x": <x>, "y": <y>}',
-              "type": '{"action": "type", "text": "<text>"}',
-              "scroll": '{"action": "scroll", "direction": "<up|down|left|right>"}',
-              "open_app": '{"action": "open_app", "app": "<app name>"}'}
+_TEMPLATES = {
+    "click": '{"action": "click", "x": <x>, "y": <y>}',
+    "long_press": '{"action": "long_press", "x": <x>, "y": <y>}',
+    "type": '{"action": "type", "text": "<text>"}',
+    "scroll": '{"action": "scroll", "direction": "<up|down|left|right>"}',
+    "open_app": '{"action": "open_app", "app": "<app name>"}',
+}
 
 
 class GUIInverseDynamics(Task):
-    """Show the screenshots before and after a GUI action (or ``item.steps`` actions: then the first is asked for)
-    and ask for the action.
+    """Show the screenshots before and after a GUI action (or ``item.steps`` actions: then the first
+    is asked for) and ask for the action.
 
-    ``json`` output: one JSON object in the schema of `tasks.gui.common` (``{"action": "click", "x": 12,
-    "y": 30}``). It is parsed with ``json.loads`` only; it must hold exactly the keys of its action type (an
-    extra or missing key, a duplicate key, a non-number coordinate or a point outside the screenshot makes the
-    answer invalid: no accuracy, no format reward). Accuracy needs the right type and: for a click or long press,
-    a point inside the smallest accessibility node holding the recorded point (edges count), or within
-    ``click_radius`` of it when there is no tree or no node holds it; for ``type`` the same text after Unicode
-    NFKC, case folding and whitespace collapsing; for ``scroll`` the direction; for ``open_app`` the app name,
-    normalised like text. ``action_type`` logs whether the type alone was right.
+    ``json`` output: one JSON object in the schema of `tasks.gui.common` (``{"action": "click", "x":
+    12, "y": 30}``). It is parsed with ``json.loads`` only; it must hold exactly the keys of its
+    action type (an extra or missing key, a duplicate key, a non-number coordinate or a point
+    outside the screenshot makes the answer invalid: no accuracy, no format reward). Accuracy needs
+    the right type and: for a click or long press, a point inside the smallest accessibility node
+    holding the recorded point (edges count), or within ``click_radius`` of it when there is no tree
+    or no node holds it; for ``type`` the same text after Unicode NFKC, case folding and whitespace
+    collapsing; for ``scroll`` the direction; for ``open_app`` the app name, normalised like text.
+    ``action_type`` logs whether the type alone was right.
 
     Args:
-        output: ``"json"`` (UI-Shift) or ``"letter"``: the action types are listed as lettered options in the
-            order of ``action_types`` and the answer is the letter of the type.
+        output: ``"json"`` (UI-Shift) or ``"letter"``: the action types are listed as lettered
+            options in the order of ``action_types`` and the answer is the letter of the type.
         action_types: The action types this task uses; transitions with other actions are skipped.
-        scales: Both screenshots (and the coordinates) are resized by a factor drawn from this list, so the
-            policy sees several resolutions; ``[1.0]`` keeps them as recorded.
-        click_radius: Tolerance of a click without a containing node, as a fraction of the screenshot's
-            shorter side.
+        scales: Both screenshots (and the coordinates) are resized by a factor drawn from this list,
+            so the policy sees several resolutions; ``[1.0]`` keeps them as recorded.
+        click_radius: Tolerance of a click without a containing node, as a fraction of the
+            screenshot's shorter side.
         type_credit: Accuracy paid for the right action type with wrong arguments (0 in UI-Shift).
         **kwargs: Answer format options, see `tasks.Task`.
     """
@@ -99,8 +103,13 @@ class GUIInverseDynamics(Task):
         node = smallest_node(nodes or [], action["x"], action["y"]) if "x" in action else None
         before, after = (_resize(image, size) for image in (item.before, item.after))
         media = [{"type": "image", "image": before}, {"type": "image", "image": after}]
-        meta = {"screen": list(size), "box": None if node is None else list(node.bounds),
-                "radius": self.click_radius * min(size), "scale": scale, "steps": item.steps}
+        meta = {
+            "screen": list(size),
+            "box": None if node is None else list(node.bounds),
+            "radius": self.click_radius * min(size),
+            "scale": scale,
+            "steps": item.steps,
+        }
         return Example(self.user_message(media, self._question(size, item.steps)), action, self.name, meta)
 
     def _question(self, size: tuple[int, int], steps: int) -> str:
@@ -113,8 +122,10 @@ class GUIInverseDynamics(Task):
         if self.output == "letter":
             return f"{question}\n{answers.choice_prompt(self.action_types)}"
         forms = "\n".join(_TEMPLATES.get(kind, f'{{"action": "{kind}"}}') for kind in self.action_types)
-        return (f"{question} {shown} Both are {size[0]} x {size[1]} pixels; x counts from the left edge, y from "
-                f"the top. Answer with exactly one JSON object of one of these forms:\n{forms}")
+        return (
+            f"{question} {shown} Both are {size[0]} x {size[1]} pixels; x counts from the left edge, y from "
+            f"the top. Answer with exactly one JSON object of one of these forms:\n{forms}"
+        )
 
     def answer_text(self, example: Example) -> str:
         if self.output == "letter":
@@ -136,8 +147,8 @@ class GUIInverseDynamics(Task):
 
 
 def parse_action(answer: str, screen: list[int]) -> dict | None:
-    """The action a JSON answer states, or None unless it is one object with exactly the keys of a known action
-    type, valid values and a point on the ``screen = [width, height]``."""
+    """The action a JSON answer states, or None unless it is one object with exactly the keys of a
+    known action type, valid values and a point on the ``screen = [width, height]``."""
     try:
         raw = json.loads(answer, object_pairs_hook=_unique_keys, parse_constant=_reject)
         action = check_action(raw)
@@ -151,7 +162,8 @@ def parse_action(answer: str, screen: list[int]) -> dict | None:
 
 
 def normalise_text(text: str) -> str:
-    """Text compared for typing and app names: NFKC, case-folded, runs of whitespace as one space."""
+    """Text compared for typing and app names: NFKC, case-folded, runs of whitespace as one
+    space."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -176,7 +188,8 @@ def _reject(constant: str):
 
 
 def _scale_node(node: Node, fx: float, fy: float) -> Node:
-    """The node on the resized screenshot, rounded outwards so every rounded point inside stays inside."""
+    """The node on the resized screenshot, rounded outwards so every rounded point inside stays
+    inside."""
     left, top, right, bottom = node.bounds
     bounds = (math.floor(left * fx), math.floor(top * fy), math.ceil(right * fx), math.ceil(bottom * fy))
     return Node(bounds, node.text, node.kind)

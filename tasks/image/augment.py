@@ -1,5 +1,6 @@
 """Strong image augmentations in the style of solo-learn (what SSL4RL, arXiv 2510.16416, applies in
-``build_benchmarks/augcfg_strong.yaml``), drawn from a `random.Random` so examples stay reproducible."""
+``build_benchmarks/augcfg_strong.yaml``), drawn from a `random.Random` so examples stay
+reproducible."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 
 def resized_crop(image: Image.Image, rng: random.Random, scale: tuple[float, float], size: int) -> Image.Image:
-    """A random crop covering ``scale`` of the area with an aspect ratio in [3/4, 4/3], resized to ``size``."""
+    """A random crop covering ``scale`` of the area with an aspect ratio in [3/4, 4/3], resized to
+    ``size``."""
     area = image.width * image.height
     for _ in range(10):
         target = area * rng.uniform(*scale)

@@ -1,8 +1,9 @@
-"""Contrastive pairs (SSL4RL, arXiv 2510.16416; PKU-ML/SSL4RL build_benchmarks/makecontrastive_mmbench.py).
+"""Contrastive pairs (SSL4RL, arXiv 2510.16416; PKU-ML/SSL4RL
+build_benchmarks/makecontrastive_mmbench.py).
 
 Two strong augmentations (random resized crop of 8-30% of the area, colour jitter, grayscale, blur,
-solarization, equalization, flip) of one image (``positive``) or of two different images (``negative``), one
-half each; the policy answers ``positive`` or ``negative``.
+solarization, equalization, flip) of one image (``positive``) or of two different images
+(``negative``), one half each; the policy answers ``positive`` or ``negative``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ def halves(image: Image.Image) -> list[Image.Image]:
 
 
 class Contrastive(Task):
-    """Ask whether two strongly augmented views come from the same image (probability 1/2) or two images.
+    """Ask whether two strongly augmented views come from the same image (probability 1/2) or two
+    images.
 
-    The item is a pair ``[image, other]``: `datamodules.PretextDataModule` passes each example the item
-    and ``partners`` (one) other item of the same split, drawn by the example's random stream. A single image
-    (as in a notebook) stands for two: its halves along the longer side, so negatives come from the same
-    photograph (harder than SSL4RL's, which pair two images).
+    The item is a pair ``[image, other]``: `datamodules.PretextDataModule` passes each example the
+    item and ``partners`` (one) other item of the same split, drawn by the example's random stream.
+    A single image (as in a notebook) stands for two: its halves along the longer side, so negatives
+    come from the same photograph (harder than SSL4RL's, which pair two images).
 
     Args:
         scale: Area range of the random resized crop (SSL4RL strong augmentation: 0.08 to 0.3).
@@ -49,8 +51,14 @@ class Contrastive(Task):
     levels = {"mild": {"scale": [0.3, 0.6], "p": 0.3}, "strong": {}}  # strong: SSL4RL's augmentations
     partners = 1
 
-    def __init__(self, scale: list[float] = [0.08, 0.3], size: int = 224, p: float = 0.8,  # noqa: B006
-                 min_size: int = 28, **kwargs):
+    def __init__(
+        self,
+        scale: list[float] = [0.08, 0.3],  # noqa: B006
+        size: int = 224,
+        p: float = 0.8,
+        min_size: int = 28,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
             raise ValueError(f"scale must be [low, high] with 0 < low <= high <= 1, got {scale}")
@@ -67,8 +75,10 @@ class Contrastive(Task):
         positive = rng.random() < 0.5
         sources = [0, 0] if positive else [0, 1]
         rng.shuffle(sources)
-        views = [augment.photometric(augment.resized_crop(images[s], rng, self.scale, self.size), rng, self.p)
-                 for s in sources]
+        views = [
+            augment.photometric(augment.resized_crop(images[s], rng, self.scale, self.size), rng, self.p)
+            for s in sources
+        ]
         media = [{"type": "image", "image": view} for view in views]
         question = (
             "These two images are augmentations (crops, colour changes, flips, ...) of either the same original "

@@ -1,8 +1,10 @@
-"""Cropped patch inpainting (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL data_process/Crop.py).
+"""Cropped patch inpainting (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL
+data_process/Crop.py).
 
-A square of side ``min(H, W) / 2`` is blacked out; the policy picks the missing square among four options: the
-true crop and three distractors drawn from the crop turned a quarter left or right, its centre half enlarged, and
-the crop with a quarter or half side of context around it, all resized to the square (A-D).
+A square of side ``min(H, W) / 2`` is blacked out; the policy picks the missing square among four
+options: the true crop and three distractors drawn from the crop turned a quarter left or right, its
+centre half enlarged, and the crop with a quarter or half side of context around it, all resized to
+the square (A-D).
 """
 
 from __future__ import annotations
@@ -44,18 +46,22 @@ class CropInpaint(Task):
     """Black out a random square and ask which of four squares fills the hole.
 
     Args:
-        distractors: Kinds of wrong option to draw three from: ``rotate_left``, ``rotate_right`` (the crop
-            turned 90 degrees), ``interior`` (its centre half enlarged), ``context_quarter`` and
-            ``context_half`` (the crop with that much surrounding context, shrunk). Spatial-SSRL uses all five.
-        min_size: Images whose square (half the shorter side) would be below this many pixels are skipped.
+        distractors: Kinds of wrong option to draw three from: ``rotate_left``, ``rotate_right``
+            (the crop turned 90 degrees), ``interior`` (its centre half enlarged),
+            ``context_quarter`` and ``context_half`` (the crop with that much surrounding context,
+            shrunk). Spatial-SSRL uses all five.
+        min_size: Images whose square (half the shorter side) would be below this many pixels are
+            skipped.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "crop_inpaint"
     modality = "image"
     parts = ("accuracy",)
-    levels = {"rotated": {"distractors": ["rotate_left", "rotate_right", "interior"]},
-              "context": {"distractors": ["interior", "context_quarter", "context_half"]}}
+    levels = {
+        "rotated": {"distractors": ["rotate_left", "rotate_right", "interior"]},
+        "context": {"distractors": ["interior", "context_quarter", "context_half"]},
+    }
 
     def __init__(self, distractors: list[str] = list(DISTRACTORS), min_size: int = 16, **kwargs):  # noqa: B006
         super().__init__(**kwargs)

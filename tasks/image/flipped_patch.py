@@ -1,8 +1,9 @@
-"""Flipped patch recognition (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL data_process/Flip.py).
+"""Flipped patch recognition (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL
+data_process/Flip.py).
 
-An image is divided into a 2x2 grid of labeled patches (0-3, raster order) and one patch is flipped vertically
-or horizontally (probability 1/2 each); the answer is ``Label-Direction`` with direction 0 for a vertical and 1
-for a horizontal flip (``3-0``), the codes of ``cv2.flip``.
+An image is divided into a 2x2 grid of labeled patches (0-3, raster order) and one patch is flipped
+vertically or horizontally (probability 1/2 each); the answer is ``Label-Direction`` with direction
+0 for a vertical and 1 for a horizontal flip (``3-0``), the codes of ``cv2.flip``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ class FlippedPatch(Task):
     Args:
         rows: Grid rows.
         cols: Grid columns; ``rows * cols`` must be at least 2.
-        labels: Draw each patch's red border and white 0-based label (Spatial-SSRL); without them the prompt
-            numbers the patches in raster order.
+        labels: Draw each patch's red border and white 0-based label (Spatial-SSRL); without them
+            the prompt numbers the patches in raster order.
         min_tile: Images whose patches would be smaller than this many pixels on a side are skipped.
         **kwargs: Answer format options, see `tasks.Task`.
     """

@@ -1,8 +1,8 @@
 """Image jigsaw: cut an image into a grid, shuffle the tiles, ask for the original order.
 
-Follows Visual Jigsaw (arXiv 2509.25190: separate tiles, raster-order answer) and Jigsaw-R1 (arXiv 2505.23590:
-tiles pasted into one image, partial credit, masked borders, neighbour reward), in the permutation convention of
-`tasks.answers`.
+Follows Visual Jigsaw (arXiv 2509.25190: separate tiles, raster-order answer) and Jigsaw-R1 (arXiv
+2505.23590: tiles pasted into one image, partial credit, masked borders, neighbour reward), in the
+permutation convention of `tasks.answers`.
 """
 
 from __future__ import annotations
@@ -20,24 +20,25 @@ REWARDS = (*answers.PERMUTATION_SCORES, "connections")
 
 
 class Jigsaw(OrderTask):
-    """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original position.
+    """Shuffle the tiles of a ``rows x cols`` grid and ask which piece belongs in each original
+    position.
 
     Args:
         rows: Grid rows.
         cols: Grid columns; ``rows * cols`` must be at least 2.
-        composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of showing each tile as a
-            separate image (Visual Jigsaw, SSL4RL).
+        composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of showing each tile
+            as a separate image (Visual Jigsaw, SSL4RL).
         reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"``, ``"footrule"`` (see
-            `tasks.OrderTask`) or ``"connections"`` (share of the original neighbour pairs the answer keeps side by
-            side, Jigsaw-R1's optional adjacency reward; see `tasks.image.grid.neighbour_accuracy`). All four are
-            logged.
+            `tasks.OrderTask`) or ``"connections"`` (share of the original neighbour pairs the
+            answer keeps side by side, Jigsaw-R1's optional adjacency reward; see
+            `tasks.image.grid.neighbour_accuracy`). All four are logged.
         min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
-        partial_credit: Scale of the graded accuracy of a valid but wrong order (Visual Jigsaw uses 0.2 with
-            ``fraction``); an exact order always earns 1.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order (Visual Jigsaw uses
+            0.2 with ``fraction``); an exact order always earns 1.
         swap: Use a ``cols x rows`` grid instead with probability 1/2 (Jigsaw-R1's ``shuffle_mn``).
-        mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's ``mask_ratio``, 0 by
-            default): at the composite's outer edges, half of it on either side of an inner seam; all round a
-            separate tile. Below 0.5.
+        mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's ``mask_ratio``,
+            0 by default): at the composite's outer edges, half of it on either side of an inner
+            seam; all round a separate tile. Below 0.5.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -79,8 +80,9 @@ class Jigsaw(OrderTask):
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
 
     def shuffle(self, item: Image.Image, rng: random.Random) -> tuple[int, int, list[int], list[Image.Image]]:
-        """The grid (transposed with probability 1/2 under ``swap``), the display order (``shown[p]`` is the
-        original slot of the piece shown at position p) and the pieces in that order."""
+        """The grid (transposed with probability 1/2 under ``swap``), the display order
+        (``shown[p]`` is the original slot of the piece shown at position p) and the pieces in that
+        order."""
         rows, cols = (self.cols, self.rows) if self.swap and rng.random() < 0.5 else (self.rows, self.cols)
         tiles = grid.cut(item.convert("RGB"), rows, cols, self.min_tile)
         shown = list(range(len(tiles)))
@@ -88,8 +90,8 @@ class Jigsaw(OrderTask):
         return rows, cols, shown, [tiles[slot] for slot in shown]
 
     def show(self, pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
-        """The media parts showing the shuffled pieces of a ``rows x cols`` grid, and a note for the question
-        (how they are numbered)."""
+        """The media parts showing the shuffled pieces of a ``rows x cols`` grid, and a note for the
+        question (how they are numbered)."""
         return self._composite(pieces, rows, cols) if self.composite else self._separate(pieces, rows, cols)
 
     def _separate(self, pieces: list[Image.Image], rows: int, cols: int) -> tuple[list[dict], str]:
@@ -116,7 +118,8 @@ class Jigsaw(OrderTask):
 
     @staticmethod
     def positions(note: str, k: int) -> str:
-        """The note on how the shown pieces are numbered, then how the original image's positions are."""
+        """The note on how the shown pieces are numbered, then how the original image's positions
+        are."""
         lead = f"{note}\n" if note else ""
         return f"{lead}The positions of the original image are numbered 1 to {k}, left to right, top to bottom. "
 
@@ -132,8 +135,12 @@ class Jigsaw(OrderTask):
         return super().graded(pred, example) | {"connections": connections}
 
     def reasoning(self, example: Example) -> str:
-        """Which shown piece each original position takes, position by position (an SFT demonstration)."""
+        """Which shown piece each original position takes, position by position (an SFT
+        demonstration)."""
         cols, shown = example.meta["cols"], example.meta["shown"]  # shown[p]: original slot of shown piece p
-        steps = [f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece "
-                 f"{shown.index(slot) + 1}" for slot in range(len(shown))]
+        steps = [
+            f"position {slot + 1} (row {slot // cols + 1}, column {slot % cols + 1}) takes piece "
+            f"{shown.index(slot) + 1}"
+            for slot in range(len(shown))
+        ]
         return "In the original image " + "; ".join(steps) + "."

@@ -1,9 +1,10 @@
 """Jigsaw multiple-choice questions: which candidate arrangement solves the shuffled grid?
 
-Follows the ``multiple`` question of Jigsaw-R1 (arXiv 2505.23590; zifuwanggg/Jigsaw-R1 utils/jigsaw_utils.py,
-utils/prompt.py): the tiles of an ``m x n`` grid are shuffled into one image and ``choices`` candidate grids are
-listed, each giving, at every shown position, the original position of the piece there (Jigsaw-R1's forward
-convention); one is right, the others are distinct random permutations.
+Follows the ``multiple`` question of Jigsaw-R1 (arXiv 2505.23590; zifuwanggg/Jigsaw-R1
+utils/jigsaw_utils.py, utils/prompt.py): the tiles of an ``m x n`` grid are shuffled into one image
+and ``choices`` candidate grids are listed, each giving, at every shown position, the original
+position of the piece there (Jigsaw-R1's forward convention); one is right, the others are distinct
+random permutations.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _ENUMERATE = 6  # grids of up to 6 pieces draw distractors from all 720 orders; 
 
 def grid_text(order: list[int], cols: int) -> str:
     """An arrangement written as a grid: one line per row, numbers separated by spaces."""
-    return "\n".join(" ".join(str(v) for v in order[i:i + cols]) for i in range(0, len(order), cols))
+    return "\n".join(" ".join(str(v) for v in order[i : i + cols]) for i in range(0, len(order), cols))
 
 
 def distractors(truth: list[int], n: int, rng: random.Random) -> list[list[int]]:
@@ -41,8 +42,8 @@ def distractors(truth: list[int], n: int, rng: random.Random) -> list[list[int]]
 
 
 class JigsawMultiple(Jigsaw):
-    """Shuffle the tiles of a ``rows x cols`` grid into one image, list ``choices`` candidate solutions as grids
-    of original positions, and ask for the letter of the right one.
+    """Shuffle the tiles of a ``rows x cols`` grid into one image, list ``choices`` candidate
+    solutions as grids of original positions, and ask for the letter of the right one.
 
     Args:
         rows: Grid rows.
@@ -51,20 +52,29 @@ class JigsawMultiple(Jigsaw):
         composite: Paste the shuffled tiles into one image (Jigsaw-R1) instead of separate images.
         min_tile: Images whose tiles would be smaller than this many pixels on a side are skipped.
         swap: Use a ``cols x rows`` grid instead with probability 1/2 (Jigsaw-R1's ``shuffle_mn``).
-        mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's ``mask_ratio``), see
-            `tasks.Jigsaw`.
+        mask_ratio: Black out this fraction of each tile at its borders (Jigsaw-R1's
+            ``mask_ratio``), see `tasks.Jigsaw`.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "jigsaw_multiple"
     parts = ("accuracy",)
-    levels = {"2x1": {"rows": 2, "cols": 1, "choices": 2}, "3x1": {"rows": 3, "cols": 1},
-              "2x2": {"rows": 2, "cols": 2}}
+    levels = {"2x1": {"rows": 2, "cols": 1, "choices": 2}, "3x1": {"rows": 3, "cols": 1}, "2x2": {"rows": 2, "cols": 2}}
 
-    def __init__(self, rows: int = 2, cols: int = 2, choices: int = 4, composite: bool = True,
-                 min_tile: int = 14, swap: bool = False, mask_ratio: float = 0.0, **kwargs):
-        super().__init__(rows=rows, cols=cols, composite=composite, min_tile=min_tile, swap=swap,
-                         mask_ratio=mask_ratio, **kwargs)
+    def __init__(
+        self,
+        rows: int = 2,
+        cols: int = 2,
+        choices: int = 4,
+        composite: bool = True,
+        min_tile: int = 14,
+        swap: bool = False,
+        mask_ratio: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(
+            rows=rows, cols=cols, composite=composite, min_tile=min_tile, swap=swap, mask_ratio=mask_ratio, **kwargs
+        )
         if not 2 <= choices <= min(26, math.factorial(rows * cols)):
             raise ValueError(f"choices must be in [2, min(26, {rows * cols}!)], got {choices}")
         self.choices = choices

@@ -1,8 +1,9 @@
-"""Patch position (SSL4RL, arXiv 2510.16416; PKU-ML/SSL4RL build_benchmarks/makeposition_mmbench.py).
+"""Patch position (SSL4RL, arXiv 2510.16416; PKU-ML/SSL4RL
+build_benchmarks/makeposition_mmbench.py).
 
-A crop of 20-80% of one quadrant's width and height is shown after the full image (optionally strongly
-augmented); the answer names the quadrant it came from: ``top-left``, ``top-right``, ``bottom-left`` or
-``bottom-right``.
+A crop of 20-80% of one quadrant's width and height is shown after the full image (optionally
+strongly augmented); the answer names the quadrant it came from: ``top-left``, ``top-right``,
+``bottom-left`` or ``bottom-right``.
 """
 
 from __future__ import annotations
@@ -22,21 +23,31 @@ class PatchPosition(Task):
     """Show an image and a crop from one of its quadrants; ask which quadrant.
 
     Args:
-        scale: Range of the crop's width and height as a fraction of the quadrant's (SSL4RL: 0.2 to 0.8).
-        min_size: Crops below this many pixels on a side are not drawn; images too small for one are skipped.
-        augment: Apply the strong photometric augmentations of `tasks.image.augment` to the crop (the
-            ``_augmented`` variant of SSL4RL; its MMBench builder leaves them off).
+        scale: Range of the crop's width and height as a fraction of the quadrant's (SSL4RL: 0.2 to
+            0.8).
+        min_size: Crops below this many pixels on a side are not drawn; images too small for one are
+            skipped.
+        augment: Apply the strong photometric augmentations of `tasks.image.augment` to the crop
+            (the ``_augmented`` variant of SSL4RL; its MMBench builder leaves them off).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
     name = "patch_position"
     modality = "image"
     parts = ("accuracy",)
-    levels = {"large": {"scale": [0.5, 0.8]}, "small": {"scale": [0.2, 0.4], "min_size": 8},
-              "augmented": {"augment": True}}
+    levels = {
+        "large": {"scale": [0.5, 0.8]},
+        "small": {"scale": [0.2, 0.4], "min_size": 8},
+        "augmented": {"augment": True},
+    }
 
-    def __init__(self, scale: list[float] = [0.2, 0.8], min_size: int = 28, augment: bool = False,  # noqa: B006
-                 **kwargs):
+    def __init__(
+        self,
+        scale: list[float] = [0.2, 0.8],  # noqa: B006
+        min_size: int = 28,
+        augment: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
             raise ValueError(f"scale must be [low, high] with 0 < low <= high <= 1, got {scale}")

@@ -1,8 +1,10 @@
-"""Shuffled patch reordering (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL data_process/Shuffle.py).
+"""Shuffled patch reordering (Spatial-SSRL, arXiv 2510.27606; InternLM/Spatial-SSRL
+data_process/Shuffle.py).
 
-The patches of a 2x2 grid or of 3-4 strips are shuffled into one composite image, each marked with a red border
-and its 0-based shown label (one patch optionally whited out); the answer lists, for each original position, the
-label of the patch that belongs there, joined by ``-`` (``2-0-3-1``): the inverse convention of `tasks.answers`.
+The patches of a 2x2 grid or of 3-4 strips are shuffled into one composite image, each marked with a
+red border and its 0-based shown label (one patch optionally whited out); the answer lists, for each
+original position, the label of the patch that belongs there, joined by ``-`` (``2-0-3-1``): the
+inverse convention of `tasks.answers`.
 """
 
 from __future__ import annotations
@@ -20,28 +22,33 @@ _GRID = re.compile(r"(\d+)x(\d+)")
 
 
 def slot_names(rows: int, cols: int) -> str:
-    """The answer layout the prompt names: ``TopLeft-TopRight-...``, ``Left-Middle-Right``, ``Top-...``."""
+    """The answer layout the prompt names: ``TopLeft-TopRight-...``, ``Left-Middle-Right``,
+    ``Top-...``."""
+
     def line(k: int, first: str, last: str) -> list[str]:
         middle = ["Middle"] if k == 3 else [f"Middle{i}" for i in range(1, k - 1)]
         return [first, *middle, last] if k > 1 else [""]
+
     if rows == 1 or cols == 1:
         return "-".join(line(cols, "Left", "Right") if rows == 1 else line(rows, "Top", "Bottom"))
     return "-".join(f"{r}{c}" for r in line(rows, "Top", "Bottom") for c in line(cols, "Left", "Right"))
 
 
 class PatchReorder(Task):
-    """Shuffle the patches of one of ``grids`` into one image and ask for the arrangement that restores it.
+    """Shuffle the patches of one of ``grids`` into one image and ask for the arrangement that
+    restores it.
 
     Args:
-        grids: Grids to draw from, ``"<rows>x<cols>"`` (Spatial-SSRL: 2x2, the strips 1x3 / 1x4 and 3x1 / 4x1).
-            As in Spatial-SSRL's prompts, the strips of one row (1x3) are called horizontal (they run from left
-            to right), those of one column vertical.
+        grids: Grids to draw from, ``"<rows>x<cols>"`` (Spatial-SSRL: 2x2, the strips 1x3 / 1x4 and
+            3x1 / 4x1). As in Spatial-SSRL's prompts, the strips of one row (1x3) are called
+            horizontal (they run from left to right), those of one column vertical.
         grid_weights: Relative frequency of each grid; ``None`` draws them equally often.
-        mask: Probability that one shown patch of a grid (not of strips) is filled white (Spatial-SSRL masks
-            half its 2x2 puzzles and no strips).
-        labels: Draw each patch's red border and white 0-based label (Spatial-SSRL) on the composite; without
-            them the prompt numbers the patches in raster order of the composite.
-        reward: Which graded score is the accuracy: ``"exact"`` (Spatial-SSRL), ``"fraction"`` or ``"footrule"``.
+        mask: Probability that one shown patch of a grid (not of strips) is filled white
+            (Spatial-SSRL masks half its 2x2 puzzles and no strips).
+        labels: Draw each patch's red border and white 0-based label (Spatial-SSRL) on the
+            composite; without them the prompt numbers the patches in raster order of the composite.
+        reward: Which graded score is the accuracy: ``"exact"`` (Spatial-SSRL), ``"fraction"`` or
+            ``"footrule"``.
         min_tile: Images whose patches would be smaller than this many pixels on a side are skipped.
         **kwargs: Answer format options, see `tasks.Task`.
     """
@@ -50,8 +57,12 @@ class PatchReorder(Task):
     modality = "image"
     parts = ("accuracy", *answers.PERMUTATION_SCORES)
     # Spatial-SSRL's mix, then 3x3
-    levels = {"2x2": {"grids": ["2x2"]}, "2x2masked": {"grids": ["2x2"], "mask": 1.0},
-              "strips4": {"grids": ["1x4", "4x1"]}, "3x3": {"grids": ["3x3"]}}
+    levels = {
+        "2x2": {"grids": ["2x2"]},
+        "2x2masked": {"grids": ["2x2"], "mask": 1.0},
+        "strips4": {"grids": ["1x4", "4x1"]},
+        "3x3": {"grids": ["3x3"]},
+    }
 
     def __init__(
         self,

@@ -1,5 +1,6 @@
-"""Rotation prediction: how far was the image turned? Follows SSL4RL (arXiv 2510.16416), which rotates by
-multiples of 90 degrees and crops any other angle to the largest upright rectangle inside the rotated image.
+"""Rotation prediction: how far was the image turned? Follows SSL4RL (arXiv 2510.16416), which
+rotates by multiples of 90 degrees and crops any other angle to the largest upright rectangle inside
+the rotated image.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from tasks import answers
 from tasks.base import Example, SkipItem, Task
 
 _TRANSPOSE = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
-# an angle with an optional unit; matched on the stripped answer, so no two quantifiers compete for spaces
+# an angle with an optional unit; matched on the stripped answer, so no two quantifiers compete for
+# spaces
 _DEGREES = re.compile(r"([+-]?\d{1,9})(?:\s*(?:°|degrees?))?", re.IGNORECASE)
 
 
@@ -23,13 +25,15 @@ class Rotation(Task):
     """Show an image rotated counter-clockwise by a random angle and ask for the angle.
 
     Args:
-        angles: The angles to draw from, in degrees counter-clockwise (modulo 360; at least two distinct).
-        labels: ``"degrees"``: the answer is the angle as a number, compared modulo 360. ``"letters"``: the
-            angles are listed as lettered options (``A) 0 degrees``, ...) and the answer is the letter.
-        show_original: Show the original image first and the rotated one second (SSL4RL) instead of the
-            rotated image alone, asked how far it is turned from upright.
-        square: Centre-crop to a square first, so a quarter turn does not give itself away by the aspect
-            ratio.
+        angles: The angles to draw from, in degrees counter-clockwise (modulo 360; at least two
+            distinct).
+        labels: ``"degrees"``: the answer is the angle as a number, compared modulo 360.
+            ``"letters"``: the angles are listed as lettered options (``A) 0 degrees``, ...) and the
+            answer is the letter.
+        show_original: Show the original image first and the rotated one second (SSL4RL) instead of
+            the rotated image alone, asked how far it is turned from upright.
+        square: Centre-crop to a square first, so a quarter turn does not give itself away by the
+            aspect ratio.
         min_size: Images whose shorter side (after cropping) is below this many pixels are skipped.
         **kwargs: Answer format options, see `tasks.Task`.
     """
@@ -104,8 +108,8 @@ class Rotation(Task):
 
 
 def rotate(image: Image.Image, angle: int) -> Image.Image:
-    """``image`` turned ``angle`` degrees counter-clockwise: exact for quarter turns, otherwise cropped to the
-    largest upright rectangle inside the rotated image so no fill colour shows."""
+    """``image`` turned ``angle`` degrees counter-clockwise: exact for quarter turns, otherwise
+    cropped to the largest upright rectangle inside the rotated image so no fill colour shows."""
     angle %= 360
     if angle == 0:
         return image.copy()
@@ -118,11 +122,13 @@ def rotate(image: Image.Image, angle: int) -> Image.Image:
 
 
 def inscribed_size(width: float, height: float, theta: float) -> tuple[float, float]:
-    """Largest axis-aligned ``(w, h)`` centred inside a ``width x height`` rectangle rotated by ``theta``.
+    """Largest axis-aligned ``(w, h)`` centred inside a ``width x height`` rectangle rotated by
+    ``theta``.
 
     A corner of the inner box stays inside iff ``w c + h s <= width`` and ``w s + h c <= height``
-    (``c, s = |cos|, |sin|``). Maximising ``w h`` on one constraint alone gives ``w c = h s`` = half its
-    bound; that is the answer when it also meets the other, otherwise both constraints are tight.
+    (``c, s = |cos|, |sin|``). Maximising ``w h`` on one constraint alone gives ``w c = h s`` = half
+    its bound; that is the answer when it also meets the other, otherwise both constraints are
+    tight.
     """
     c, s = abs(math.cos(theta)), abs(math.sin(theta))
     if s < 1e-12 or c < 1e-12:

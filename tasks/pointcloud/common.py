@@ -1,7 +1,9 @@
-"""Point clouds shared by the point-cloud tasks and sources: the item type, geometry helpers, content parts
-and a depth-coloured rendering so image-only policies (Qwen-VL) can take the same tasks.
+"""Point clouds shared by the point-cloud tasks and sources: the item type, geometry helpers,
+content parts and a depth-coloured rendering so image-only policies (Qwen-VL) can take the same
+tasks.
 
-Coordinates are right-handed with +z up; rotations turn counter-clockwise about an axis (right-hand rule).
+Coordinates are right-handed with +z up; rotations turn counter-clockwise about an axis (right-hand
+rule).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class PointCloud:
 
 
 def points_of(item: PointCloud, min_points: int = 1) -> np.ndarray:
-    """A float32 copy of the item's points; SkipItem unless they are finite ``[P, 3|6]`` with P >= min_points."""
+    """A float32 copy of the item's points; SkipItem unless they are finite ``[P, 3|6]`` with P >=
+    min_points."""
     points = np.asarray(item.points, dtype=np.float32)
     if points.ndim != 2 or points.shape[1] not in (3, 6) or len(points) < min_points:
         raise SkipItem(f"{item.name or 'point cloud'}: need [P >= {min_points}, 3 or 6] points, got {points.shape}")
@@ -41,7 +44,8 @@ def points_of(item: PointCloud, min_points: int = 1) -> np.ndarray:
 
 
 def normalize(points: np.ndarray) -> np.ndarray:
-    """Points with xyz centred on their centroid and scaled into the unit sphere (colours untouched)."""
+    """Points with xyz centred on their centroid and scaled into the unit sphere (colours
+    untouched)."""
     out = points.astype(np.float32, copy=True)
     out[:, :3] -= out[:, :3].mean(0)
     radius = float(np.linalg.norm(out[:, :3], axis=1).max())
@@ -51,8 +55,8 @@ def normalize(points: np.ndarray) -> np.ndarray:
 
 
 def farthest_point_sample(xyz: np.ndarray, k: int, start: int = 0) -> np.ndarray:
-    """Indices ``[k]`` of ``k`` points of ``xyz`` ``[P, 3]`` chosen greedily, each the farthest from those
-    already chosen, starting at index ``start`` (needs k <= P)."""
+    """Indices ``[k]`` of ``k`` points of ``xyz`` ``[P, 3]`` chosen greedily, each the farthest from
+    those already chosen, starting at index ``start`` (needs k <= P)."""
     if not 0 < k <= len(xyz):
         raise ValueError(f"cannot pick {k} of {len(xyz)} points")
     chosen = np.empty(k, dtype=np.int64)
@@ -65,7 +69,8 @@ def farthest_point_sample(xyz: np.ndarray, k: int, start: int = 0) -> np.ndarray
 
 
 def rotation_matrix(axis: str, degrees: float) -> np.ndarray:
-    """``[3, 3]`` counter-clockwise rotation by ``degrees`` about ``axis`` (x, y or z); apply as ``xyz @ R.T``."""
+    """``[3, 3]`` counter-clockwise rotation by ``degrees`` about ``axis`` (x, y or z); apply as
+    ``xyz @ R.T``."""
     a = AXES[axis]
     b, c = (a + 1) % 3, (a + 2) % 3
     theta = np.deg2rad(degrees)
@@ -83,8 +88,9 @@ def rotate(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
 
 
 def render_depth(points: np.ndarray, size: int = 112) -> Image.Image:
-    """Orthographic front view (looking along +y: image right is +x, image up is +z) of a cloud in the unit
-    sphere, each point a 2x2 dot coloured by depth (orange near, blue far; nearer points drawn over farther)."""
+    """Orthographic front view (looking along +y: image right is +x, image up is +z) of a cloud in
+    the unit sphere, each point a 2x2 dot coloured by depth (orange near, blue far; nearer points
+    drawn over farther)."""
     xyz = np.clip(points[:, :3], -1.0, 1.0)
     depth = (xyz[:, 1] + 1) / 2  # [P] 0 near .. 1 far
     order = np.argsort(-depth)  # far first, so near points overwrite them
@@ -99,7 +105,8 @@ def render_depth(points: np.ndarray, size: int = 112) -> Image.Image:
 
 
 def cloud_part(points: np.ndarray, render: bool, image_size: int) -> dict:
-    """A ``point_cloud`` content part (a float32 copy), or with ``render`` its `render_depth` image part."""
+    """A ``point_cloud`` content part (a float32 copy), or with ``render`` its `render_depth` image
+    part."""
     if render:
         return {"type": "image", "image": render_depth(points, image_size)}
     return {"type": "point_cloud", "points": np.array(points, dtype=np.float32)}

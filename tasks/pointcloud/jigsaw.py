@@ -1,8 +1,10 @@
-"""Point-cloud jigsaw: cut a cloud into slabs along an axis, shuffle them, ask for the original order.
+"""Point-cloud jigsaw: cut a cloud into slabs along an axis, shuffle them, ask for the original
+order.
 
-The 3D counterpart of Visual Jigsaw (arXiv 2509.25190), in the permutation convention of `tasks.answers`.
-Each slab holds the same number of points and is re-centred on its own centroid, so neither its size nor
-its position gives the order away: only the shapes of the cut faces and of the object do.
+The 3D counterpart of Visual Jigsaw (arXiv 2509.25190), in the permutation convention of
+`tasks.answers`. Each slab holds the same number of points and is re-centred on its own centroid, so
+neither its size nor its position gives the order away: only the shapes of the cut faces and of the
+object do.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ class PointCloudJigsaw(OrderTask):
 
     Args:
         num_slabs: Number of slabs (K >= 2).
-        axis: The axis the cuts are perpendicular to (``x``, ``y``, ``z``); the answer lists the slabs from
-            the lowest coordinate to the highest (bottom to top for ``z``).
+        axis: The axis the cuts are perpendicular to (``x``, ``y``, ``z``); the answer lists the
+            slabs from the lowest coordinate to the highest (bottom to top for ``z``).
         reward: Which graded score is the accuracy (see `tasks.OrderTask`).
-        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order earns 1.
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order
+            earns 1.
         render: Show each slab as a depth-coloured front-view image instead of points.
         image_size: Side of each rendered image, in pixels.
         **kwargs: Answer format options, see `tasks.Task`.
@@ -66,15 +69,26 @@ class PointCloudJigsaw(OrderTask):
         shown = list(range(self.num_slabs))
         rng.shuffle(shown)
         centres = [slabs[slot][:, :3].mean(0) for slot in shown]
-        media = [{"type": "text", "text": f"These {self.num_slabs} point clouds are slabs of one object cut "
-                                          f"perpendicular to its {self.axis} axis, each moved to the origin, "
-                                          f"shuffled and numbered in the order shown.\n"}]
+        media = [
+            {
+                "type": "text",
+                "text": f"These {self.num_slabs} point clouds are slabs of one object cut "
+                f"perpendicular to its {self.axis} axis, each moved to the origin, "
+                f"shuffled and numbered in the order shown.\n",
+            }
+        ]
         for i, (slot, centre) in enumerate(zip(shown, centres, strict=True), start=1):
             slab = slabs[slot].copy()
             slab[:, :3] -= centre
             media += [{"type": "text", "text": f"Slab {i}:"}, cloud_part(slab, self.render, self.image_size)]
-        question = (f"Reassemble the object. From the lowest {self.axis} to the highest, give the number of the "
-                    f"slab that belongs at each place: {self.num_slabs} numbers separated by commas.")
-        meta = {"num_slabs": self.num_slabs, "axis": self.axis, "shown": shown,
-                "centres": [c.round(6).tolist() for c in centres]}
+        question = (
+            f"Reassemble the object. From the lowest {self.axis} to the highest, give the number of the "
+            f"slab that belongs at each place: {self.num_slabs} numbers separated by commas."
+        )
+        meta = {
+            "num_slabs": self.num_slabs,
+            "axis": self.axis,
+            "shown": shown,
+            "centres": [c.round(6).tolist() for c in centres],
+        }
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)

@@ -1,6 +1,7 @@
-"""Point-cloud rotation prediction: which rotation turned an upright object? The 3D analogue of image
-rotation prediction (SSL4RL, arXiv 2510.16416): upright is learnable from the data because objects (ModelNet,
-ShapeNet, `datamodules.SyntheticPointClouds`) are stored standing on their base with +z up.
+"""Point-cloud rotation prediction: which rotation turned an upright object? The 3D analogue of
+image rotation prediction (SSL4RL, arXiv 2510.16416): upright is learnable from the data because
+objects (ModelNet, ShapeNet, `datamodules.SyntheticPointClouds`) are stored standing on their base
+with +z up.
 """
 
 from __future__ import annotations
@@ -40,16 +41,16 @@ def matrix_of(spec: str) -> np.ndarray:
 
 
 class PointCloudRotation(Task):
-    """Rotate an upright point cloud (about its centroid) by one of a set of rotations; ask which one, as a
-    lettered multiple choice.
+    """Rotate an upright point cloud (about its centroid) by one of a set of rotations; ask which
+    one, as a lettered multiple choice.
 
     Args:
-        rotations: The options: ``"none"`` or an axis and an angle in degrees counter-clockwise (right-hand
-            rule), e.g. ``"x90"``. The default six move the up direction to six different directions, so the
-            answer follows from where the object's base ends up; rotations about z alone need objects with a
-            recognisable front.
-        render: Show a depth-coloured front-view image (`tasks.pointcloud.common.render_depth`) instead of
-            the points, so image policies can take the task.
+        rotations: The options: ``"none"`` or an axis and an angle in degrees counter-clockwise
+            (right-hand rule), e.g. ``"x90"``. The default six move the up direction to six
+            different directions, so the answer follows from where the object's base ends up;
+            rotations about z alone need objects with a recognisable front.
+        render: Show a depth-coloured front-view image (`tasks.pointcloud.common.render_depth`)
+            instead of the points, so image policies can take the task.
         image_size: Side of the rendered image, in pixels.
         **kwargs: Answer format options, see `tasks.Task`.
     """
@@ -82,8 +83,10 @@ class PointCloudRotation(Task):
         spec = rng.choice(self.rotations)
         turned = rotate(points, matrix_of(spec))
         noun = "image shows a point cloud" if self.render else "point cloud shows an object"
-        question = (f"This {noun} that stood upright (+z up) and was then rotated about its centre. "
-                    f"Which rotation was applied?\n{answers.choice_prompt([describe(r) for r in self.rotations])}")
+        question = (
+            f"This {noun} that stood upright (+z up) and was then rotated about its centre. "
+            f"Which rotation was applied?\n{answers.choice_prompt([describe(r) for r in self.rotations])}"
+        )
         media = [cloud_part(turned, self.render, self.image_size)]
         meta = {"rotation": spec, "choices": list(self.rotations)}
         return Example(self.user_message(media, question), spec, self.name, meta)

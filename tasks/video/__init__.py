@@ -1,4 +1,5 @@
-"""Video pretext tasks: temporal jigsaw, anomaly grounding, object counting (VideoSSR) and arrow of time."""
+"""Video pretext tasks: temporal jigsaw, anomaly grounding, object counting (VideoSSR) and arrow of
+time."""
 
 from tasks.discovery import export_submodules
 

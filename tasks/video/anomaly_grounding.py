@@ -1,7 +1,8 @@
 """Anomaly grounding: alter one stretch of a video and ask when it happens.
 
-Follows VideoSSR (arXiv 2511.06281; lcqysl/VideoSSR pretext_tasks/grounding.py): 8-16 consecutive frames get one
-perturbation, the answer is the stretch's start and end in seconds (``3.5-6.0``) and the reward is the temporal IoU.
+Follows VideoSSR (arXiv 2511.06281; lcqysl/VideoSSR pretext_tasks/grounding.py): 8-16 consecutive
+frames get one perturbation, the answer is the stretch's start and end in seconds (``3.5-6.0``) and
+the reward is the temporal IoU.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def rotate180(frames: np.ndarray, rng: random.Random) -> np.ndarray:
 
 
 def rotate90(frames: np.ndarray, rng: random.Random) -> np.ndarray:
-    """A quarter turn clockwise, shrunk to fit the frame (aspect ratio kept) and centred on black."""
+    """A quarter turn clockwise, shrunk to fit the frame (aspect ratio kept) and centred on
+    black."""
     return _fit_on_black(np.rot90(frames, k=-1, axes=(1, 2)), *frames.shape[1:3])
 
 
@@ -55,7 +57,8 @@ def grayscale(frames: np.ndarray, rng: random.Random) -> np.ndarray:
 
 
 def saturation(frames: np.ndarray, rng: random.Random) -> np.ndarray:
-    """Colour saturation doubled: each pixel moved twice as far from its grey (PIL ``ImageEnhance.Color(2)``)."""
+    """Colour saturation doubled: each pixel moved twice as far from its grey (PIL
+    ``ImageEnhance.Color(2)``)."""
     gray = _luma(frames)[..., None].astype(np.int16)
     return np.clip(gray + 2 * (frames.astype(np.int16) - gray), 0, 255).astype(np.uint8)
 
@@ -71,7 +74,7 @@ def zoom_in(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     height, width = frames.shape[1:3]
     crop_h, crop_w = max(1, round(height / scale)), max(1, round(width / scale))
     top, left = (height - crop_h) // 2, (width - crop_w) // 2
-    return np.stack([_resize(frame[top:top + crop_h, left:left + crop_w], width, height) for frame in frames])
+    return np.stack([_resize(frame[top : top + crop_h, left : left + crop_w], width, height) for frame in frames])
 
 
 def zoom_out(frames: np.ndarray, rng: random.Random) -> np.ndarray:
@@ -116,28 +119,46 @@ def _resize(frame: np.ndarray, width: int, height: int) -> np.ndarray:
 
 
 def _centre_on_black(frames: Sequence[np.ndarray], height: int, width: int) -> np.ndarray:
-    """Frames ``[T, h, w, 3]`` no larger than ``height x width``, centred on black frames of that size."""
+    """Frames ``[T, h, w, 3]`` no larger than ``height x width``, centred on black frames of that
+    size."""
     small_h, small_w = frames[0].shape[:2]
     top, left = (height - small_h) // 2, (width - small_w) // 2
     out = np.zeros((len(frames), height, width, 3), np.uint8)
     for i, frame in enumerate(frames):
-        out[i, top:top + small_h, left:left + small_w] = frame
+        out[i, top : top + small_h, left : left + small_w] = frame
     return out
 
 
 def _fit_on_black(frames: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Frames of any size shrunk (aspect ratio kept) to fit ``height x width`` and centred on black: a turned
-    frame keeps the video's frame size (VideoSSR lets it change, which one ``[T, H, W, 3]`` clip cannot)."""
+    """Frames of any size shrunk (aspect ratio kept) to fit ``height x width`` and centred on black:
+    a turned frame keeps the video's frame size (VideoSSR lets it change, which one ``[T, H, W, 3]``
+    clip cannot)."""
     scale = min(height / frames.shape[1], width / frames.shape[2], 1.0)
     small_h, small_w = max(1, round(frames.shape[1] * scale)), max(1, round(frames.shape[2] * scale))
     return _centre_on_black([_resize(frame, small_w, small_h) for frame in frames], height, width)
 
 
 PERTURBATIONS: dict[str, Callable[[np.ndarray, random.Random], np.ndarray]] = {
-    f.__name__: f for f in (channel_swap, mirror, zoom_out, rotate180, grayscale, invert, zoom_in, blur, noise,
-                            shuffle, stutter, rotate90, rotate270, saturation)
+    f.__name__: f
+    for f in (
+        channel_swap,
+        mirror,
+        zoom_out,
+        rotate180,
+        grayscale,
+        invert,
+        zoom_in,
+        blur,
+        noise,
+        shuffle,
+        stutter,
+        rotate90,
+        rotate270,
+        saturation,
+    )
 }
-#: The perturbation that needs a second video: the stretch is replaced by the same frames of another video.
+#: The perturbation that needs a second video: the stretch is replaced by the same frames of another
+#: video.
 SWAP = "swap"
 _DESCRIPTIONS = {
     "channel_swap": "the red and blue colours are exchanged",
@@ -164,14 +185,15 @@ class AnomalyGrounding(Task):
     Args:
         perturbations: What the stretch may undergo, drawn uniformly: ``channel_swap``, ``mirror``,
             ``zoom_out`` and ``rotate180`` (the four VideoSSR trains on), ``grayscale``, ``invert``,
-            ``zoom_in``, ``blur``, ``noise``, ``shuffle`` (frame order inside the stretch), ``stutter``
-            (frames held), ``rotate90`` / ``rotate270`` (quarter turns clockwise / counter-clockwise, shrunk onto
-            black to keep the frame size), ``saturation`` (doubled) and ``swap``: the same frames of another
-            video of the split, resized to this one's frame size. With ``swap`` each example loads one more
-            video (`partners` is 1), or, given a single video, takes the frames half the video away.
+            ``zoom_in``, ``blur``, ``noise``, ``shuffle`` (frame order inside the stretch),
+            ``stutter`` (frames held), ``rotate90`` / ``rotate270`` (quarter turns clockwise /
+            counter-clockwise, shrunk onto black to keep the frame size), ``saturation`` (doubled)
+            and ``swap``: the same frames of another video of the split, resized to this one's frame
+            size. With ``swap`` each example loads one more video (`partners` is 1), or, given a
+            single video, takes the frames half the video away.
         min_len: Fewest frames in the stretch, at least 2.
-        max_len: Most frames in the stretch. Both bounds shrink to half the video when it is shorter than
-            twice this.
+        max_len: Most frames in the stretch. Both bounds shrink to half the video when it is shorter
+            than twice this.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -217,7 +239,8 @@ class AnomalyGrounding(Task):
         return Example(self.user_message([video_part(altered, item.fps)], question), answer, self.name, meta)
 
     def _stretch(self, total: int, rng: random.Random) -> tuple[int, int]:
-        """First and one-past-last frame of the stretch; at most half the video so it is told from the rest."""
+        """First and one-past-last frame of the stretch; at most half the video so it is told from
+        the rest."""
         longest = min(self.max_len, total // 2)
         length = rng.randint(min(self.min_len, longest), longest)
         start = rng.randint(0, total - length)
@@ -231,8 +254,9 @@ class AnomalyGrounding(Task):
 
 
 def _swapped(frames: np.ndarray, other: Video | None, start: int, stop: int) -> np.ndarray:
-    """Frames ``start:stop`` of the other video (VideoSSR's swap: the same frame positions, wrapping round a
-    shorter video) at this video's frame size; without one, this video's frames half its length away."""
+    """Frames ``start:stop`` of the other video (VideoSSR's swap: the same frame positions, wrapping
+    round a shorter video) at this video's frame size; without one, this video's frames half its
+    length away."""
     if other is None:
         return frames[(np.arange(start, stop) + len(frames) // 2) % len(frames)]
     source = frames_of(other)

@@ -1,7 +1,7 @@
 """Arrow of time: play a video forward or backward and ask which.
 
-A classic self-supervised video task (Wei et al., "Learning and Using the Arrow of Time", CVPR 2018) and the
-skill AoTBench measures, on which Visual Jigsaw (arXiv 2509.25190) reports its video gains.
+A classic self-supervised video task (Wei et al., "Learning and Using the Arrow of Time", CVPR 2018)
+and the skill AoTBench measures, on which Visual Jigsaw (arXiv 2509.25190) reports its video gains.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ class ArrowOfTime(Task):
     """Reverse the video with probability 1/2 and ask whether it plays forward or backward.
 
     Args:
-        labels: ``"words"``: the answer is ``forward`` or ``backward`` (any case). ``"letters"``: the two are
-            listed as options ``A) forward`` and ``B) backward`` and the answer is the letter.
+        labels: ``"words"``: the answer is ``forward`` or ``backward`` (any case). ``"letters"``:
+            the two are listed as options ``A) forward`` and ``B) backward`` and the answer is the
+            letter.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 

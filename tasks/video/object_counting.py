@@ -1,8 +1,9 @@
 """Object counting: draw shapes onto a few frames of a video and ask how many of each kind appeared.
 
-Follows VideoSSR (arXiv 2511.06281): filled circles, squares and triangles of random colour, size and rotation
-on 1-3 frames per kind, 1-3 per frame; the reward is the mean relative count error over the kinds. The answer is
-read strictly (the counts and commas only) or, as VideoSSR's reward reads it, as every number in the answer.
+Follows VideoSSR (arXiv 2511.06281): filled circles, squares and triangles of random colour, size
+and rotation on 1-3 frames per kind, 1-3 per frame; the reward is the mean relative count error over
+the kinds. The answer is read strictly (the counts and commas only) or, as VideoSSR's reward reads
+it, as every number in the answer.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ class ObjectCounting(Task):
     Args:
         kinds: The shapes drawn and counted, in the order the answer lists them; from ``circle``,
             ``square``, ``triangle``, ``pentagon`` and ``hexagon``.
-        max_frames_per_kind: Each kind is drawn on 1 to this many frames (fewer when the video is short).
-        max_per_frame: Each of those frames gets 1 to this many shapes of that kind, as many as fit without
-            overlapping.
+        max_frames_per_kind: Each kind is drawn on 1 to this many frames (fewer when the video is
+            short).
+        max_per_frame: Each of those frames gets 1 to this many shapes of that kind, as many as fit
+            without overlapping.
         min_gap: Frames holding the same kind are at least this many frames apart, less when
-            ``max_frames_per_kind`` such frames would not fit in the video. No frame holds two kinds.
-        parse: How the answer is read. ``"strict"``: only the counts, separated by commas (``3,2,3``).
-            ``"numbers"``: every number anywhere in the answer, in order, as VideoSSR's reward reads it (``The
-            answer is 3, 2, 3`` counts; so does ``-3 2 3``); either way there must be one per kind.
+            ``max_frames_per_kind`` such frames would not fit in the video. No frame holds two
+            kinds.
+        parse: How the answer is read. ``"strict"``: only the counts, separated by commas
+            (``3,2,3``). ``"numbers"``: every number anywhere in the answer, in order, as VideoSSR's
+            reward reads it (``The answer is 3, 2, 3`` counts; so does ``-3 2 3``); either way there
+            must be one per kind.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -47,8 +51,11 @@ class ObjectCounting(Task):
     modality = "video"
     parts = ("accuracy", "exact")
     # VIUBench's hard counting is up to 4 frames and 4 shapes
-    levels = {"easy": {"max_frames_per_kind": 1, "max_per_frame": 2}, "medium": {},
-              "hard": {"max_frames_per_kind": 4, "max_per_frame": 4}}
+    levels = {
+        "easy": {"max_frames_per_kind": 1, "max_per_frame": 2},
+        "medium": {},
+        "hard": {"max_frames_per_kind": 4, "max_per_frame": 4},
+    }
 
     def __init__(
         self,
@@ -62,8 +69,11 @@ class ObjectCounting(Task):
         super().__init__(**kwargs)
         if not kinds or len(set(kinds)) != len(kinds) or not set(kinds) <= set(_SIDES):
             raise ValueError(f"kinds must be distinct names from {sorted(_SIDES)}, got {kinds}")
-        for arg, value in [("max_frames_per_kind", max_frames_per_kind), ("max_per_frame", max_per_frame),
-                           ("min_gap", min_gap)]:
+        for arg, value in [
+            ("max_frames_per_kind", max_frames_per_kind),
+            ("max_per_frame", max_per_frame),
+            ("min_gap", min_gap),
+        ]:
             if value < 1:
                 raise ValueError(f"{arg} must be >= 1, got {value}")
         if parse not in ("strict", "numbers"):
@@ -96,7 +106,7 @@ class ObjectCounting(Task):
     def _question(self) -> str:
         names = [f"{kind}s" for kind in self.kinds]
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-        example = ",".join(str(n) for n in [3, 1, 4, 2, 5][:len(names)])
+        example = ",".join(str(n) for n in [3, 1, 4, 2, 5][: len(names)])
         return (
             f"Filled shapes have been drawn over some frames of this video. Count the {listed} in the whole "
             "video. The shapes can have any colour, size and rotation; each one is shown on a single frame, and "
@@ -116,7 +126,8 @@ class ObjectCounting(Task):
         return {"accuracy": sum(per_kind) / len(per_kind), "exact": float(pred == example.answer)}
 
     def _counts(self, answer: str) -> list[int] | None:
-        """The counts an answer states, as ``parse`` reads it; None when it is not read as counts at all."""
+        """The counts an answer states, as ``parse`` reads it; None when it is not read as counts at
+        all."""
         if self.parse == "strict":
             return [int(value) for value in answer.split(",")] if _COUNTS.fullmatch(answer) else None
         numbers = _NUMBER.findall(answer)
@@ -124,7 +135,8 @@ class ObjectCounting(Task):
 
 
 def _pick(free: list[int], n: int, gap: int, rng: random.Random) -> list[int]:
-    """Up to ``n`` (at least one) of the ``free`` frames, pairwise at least ``gap`` apart, sorted."""
+    """Up to ``n`` (at least one) of the ``free`` frames, pairwise at least ``gap`` apart,
+    sorted."""
     candidates = list(free)
     rng.shuffle(candidates)
     chosen: list[int] = []
@@ -135,7 +147,8 @@ def _pick(free: list[int], n: int, gap: int, rng: random.Random) -> list[int]:
 
 
 def _draw(frame: np.ndarray, kind: str, n: int, rng: random.Random) -> tuple[np.ndarray, int]:
-    """``frame`` with up to ``n`` non-overlapping shapes of ``kind`` in its central 70%, and how many fit.
+    """``frame`` with up to ``n`` non-overlapping shapes of ``kind`` in its central 70%, and how
+    many fit.
 
     A shape's size is the diameter of its bounding circle, 20-40% of the frame's shorter side."""
     image = Image.fromarray(frame)
@@ -157,7 +170,8 @@ def _draw(frame: np.ndarray, kind: str, n: int, rng: random.Random) -> tuple[np.
 
 
 def _place(placed: list, radius: float, width: int, height: int, rng: random.Random) -> tuple[float, float] | None:
-    """A centre keeping the shape inside the central 70% of the frame and clear of the shapes placed."""
+    """A centre keeping the shape inside the central 70% of the frame and clear of the shapes
+    placed."""
     for _ in range(_TRIES):
         x = rng.uniform(0.15 * width + radius, 0.85 * width - radius)
         y = rng.uniform(0.15 * height + radius, 0.85 * height - radius)

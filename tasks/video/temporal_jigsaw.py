@@ -1,7 +1,8 @@
 """Temporal jigsaw: cut a video into clips, shuffle them, ask for their chronological order.
 
-Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) and Visual Jigsaw video
-(arXiv 2509.25190: each clip trimmed at both ends), in the permutation convention of `tasks.answers`.
+Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) and Visual Jigsaw
+video (arXiv 2509.25190: each clip trimmed at both ends), in the permutation convention of
+`tasks.answers`.
 """
 
 from __future__ import annotations
@@ -17,19 +18,24 @@ from tasks.video.common import frames_of, video_part
 
 
 class TemporalJigsaw(OrderTask):
-    """Shuffle equal consecutive clips of a video and ask for the clip numbers in chronological order.
+    """Shuffle equal consecutive clips of a video and ask for the clip numbers in chronological
+    order.
 
     Args:
-        clips: Number of clips, at least 2. Frames left over after an equal split are dropped at the end.
-        trim: Fraction of each clip dropped at each of its ends (Visual Jigsaw), so that neighbouring clips
-            cannot be matched by their boundary frames alone; below 0.5.
-        composite: Play the shuffled clips one after the other as a single video, numbered in the order they
-            play, instead of showing each clip as a separate video after its number (VideoSSR).
+        clips: Number of clips, at least 2. Frames left over after an equal split are dropped at the
+            end.
+        trim: Fraction of each clip dropped at each of its ends (Visual Jigsaw), so that
+            neighbouring clips cannot be matched by their boundary frames alone; below 0.5.
+        composite: Play the shuffled clips one after the other as a single video, numbered in the
+            order they play, instead of showing each clip as a separate video after its number
+            (VideoSSR).
         style: ``"order"``: the answer lists the clip numbers from the earliest clip to the latest
-            (``2, 3, 1``). ``"choice"``: every possible order is listed as a lettered option and the answer is
-            the letter (at most 4 clips); the chosen order is graded the same way.
-        reward: Which graded score is the accuracy (see `tasks.OrderTask`; VideoSSR uses ``footrule``).
-        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order always earns 1.
+            (``2, 3, 1``). ``"choice"``: every possible order is listed as a lettered option and the
+            answer is the letter (at most 4 clips); the chosen order is graded the same way.
+        reward: Which graded score is the accuracy (see `tasks.OrderTask`; VideoSSR uses
+            ``footrule``).
+        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order
+            always earns 1.
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -66,9 +72,10 @@ class TemporalJigsaw(OrderTask):
         return Example(self.user_message(media, question), answers.shuffle_answer(shown), self.name, meta)
 
     def _cut(self, item: Video) -> list[np.ndarray]:
-        """Equal clips in chronological order, each trimmed at both ends. Qwen-VL merges frame pairs, so every
-        video part needs an even frame count: separate clips are cut to an even length each; back-to-back
-        clips only need an even total (a frame pair may then span a cut, as in any edited video)."""
+        """Equal clips in chronological order, each trimmed at both ends. Qwen-VL merges frame
+        pairs, so every video part needs an even frame count: separate clips are cut to an even
+        length each; back-to-back clips only need an even total (a frame pair may then span a cut,
+        as in any edited video)."""
         frames = frames_of(item)
         size = len(frames) // self.clips
         cut = round(size * self.trim)
@@ -77,14 +84,21 @@ class TemporalJigsaw(OrderTask):
             length = length // 2 * 2
         if length < 2:
             raise SkipItem(f"{item.name or 'video'}: {len(frames)} frames give {self.clips} clips under 2 frames")
-        return [frames[i * size + cut:i * size + cut + length] for i in range(self.clips)]
+        return [frames[i * size + cut : i * size + cut + length] for i in range(self.clips)]
 
     def _separate(self, pieces: list[np.ndarray], fps: float) -> tuple[list[dict], str]:
-        """The clips as numbered video parts; the introduction goes before them, so no text is left over."""
+        """The clips as numbered video parts; the introduction goes before them, so no text is left
+        over."""
         k = len(pieces)
-        media = [{"type": "text", "text": (
-            f"These {k} videos are clips of equal length cut from one video, shown in a shuffled order and "
-            f"numbered 1 to {k} in the order shown.\n")}]
+        media = [
+            {
+                "type": "text",
+                "text": (
+                    f"These {k} videos are clips of equal length cut from one video, shown in a shuffled order and "
+                    f"numbered 1 to {k} in the order shown.\n"
+                ),
+            }
+        ]
         for i, piece in enumerate(pieces, start=1):
             media += [{"type": "text", "text": f"Clip {i}:"}, video_part(piece, fps)]
         return media, ""

@@ -1,4 +1,5 @@
-"""Curriculum: step and threshold switches, exact state round-trip, the same switch on every rank."""
+"""Curriculum: step and threshold switches, exact state round-trip, the same switch on every
+rank."""
 
 from types import SimpleNamespace
 
@@ -15,8 +16,7 @@ METRIC = "train/reward/times/accuracy"
 
 def setup(curriculum, rank=0, world=1, batch_size=4, epoch=0):
     dm = PretextDataModule(Numbers(72), [Tag(), Times()], batch_size=batch_size, val_size=8)
-    trainer = SimpleNamespace(datamodule=dm, current_epoch=epoch, global_rank=rank, world_size=world,
-                              global_step=0)
+    trainer = SimpleNamespace(datamodule=dm, current_epoch=epoch, global_rank=rank, world_size=world, global_step=0)
     dm.trainer = trainer
     trainer.num_training_batches = len(dm.train_dataloader())
     curriculum.setup(trainer, None, "fit")
@@ -30,8 +30,8 @@ def made(dm):
 
 
 def feed(curriculum, trainer, values, start=0):
-    """Training batches ``start, ...`` of an epoch whose all-rank mean metric is ``values[b]`` (None: the task
-    was absent from the batch)."""
+    """Training batches ``start, ...`` of an epoch whose all-rank mean metric is ``values[b]``
+    (None: the task was absent from the batch)."""
     for b, value in enumerate(values, start):
         metrics = {} if value is None else {METRIC: value}
         curriculum.on_train_batch_end(trainer, None, {"metrics": metrics}, [], b)

@@ -1,5 +1,6 @@
-"""Per-item difficulty: pass rates from canned rewards, the weight formulas by hand, the drawn distribution, the
-same decisions on 1 and 2 ranks (gloo, spawned), and the same draws after a checkpoint round trip."""
+"""Per-item difficulty: pass rates from canned rewards, the weight formulas by hand, the drawn
+distribution, the same decisions on 1 and 2 ranks (gloo, spawned), and the same draws after a
+checkpoint round trip."""
 
 import json
 import socket
@@ -23,8 +24,9 @@ ITEMS = 12
 
 def setup(sampler, rank=0, world=1, batch_size=4, epoch_size=24, epoch=0):
     dm = PretextDataModule(Numbers(ITEMS + 4), Tag(), batch_size=batch_size, val_size=4, epoch_size=epoch_size)
-    trainer = SimpleNamespace(datamodule=dm, current_epoch=epoch, global_rank=rank, world_size=world,
-                              global_step=0, max_steps=100)
+    trainer = SimpleNamespace(
+        datamodule=dm, current_epoch=epoch, global_rank=rank, world_size=world, global_step=0, max_steps=100
+    )
     dm.trainer = trainer
     sampler.setup(trainer, None, "fit")
     sampler.on_train_start(trainer, None)
@@ -32,7 +34,8 @@ def setup(sampler, rank=0, world=1, batch_size=4, epoch_size=24, epoch=0):
 
 
 def canned(batch, solved):
-    """Outputs of a GRPO step with 2 completions per example: ``solved(item)`` of them score accuracy 1."""
+    """Outputs of a GRPO step with 2 completions per example: ``solved(item)`` of them score
+    accuracy 1."""
     rewards = []
     for example in batch:
         k = solved(example.meta[ITEM_KEY])
@@ -81,7 +84,8 @@ def test_the_next_epoch_draws_items_in_proportion_to_their_weights():
     trainer, dm = setup(sampler, epoch_size=ITEMS)  # epoch 0: a permutation, every item once
     first = train_epoch(sampler, trainer, dm, lambda item: 1 if item < 4 else 2 * (item % 2))
     assert sorted(first) == list(range(ITEMS))
-    # items 0-3 passed half the time (weight 1), the rest always or never (weight 0.05): P(0-3) = 4 / 4.4
+    # items 0-3 passed half the time (weight 1), the rest always or never (weight 0.05): P(0-3) = 4
+    # / 4.4
     weights_now = sampler.current[1]["image"]
     assert sampler.current[0] == 1 and weights_now == [1.0] * 4 + [0.05] * (ITEMS - 4)
     dm.epoch_size = 4000
@@ -115,17 +119,19 @@ def test_a_data_module_without_item_weights_is_refused():
 
 
 def _run(rank: int, world: int, port: int, out: str) -> None:
-    """Two epochs on rank ``rank`` of ``world`` (gloo when ``world > 1``); writes the rates, the weights and
-    this rank's items of the second epoch to ``out``."""
+    """Two epochs on rank ``rank`` of ``world`` (gloo when ``world > 1``); writes the rates, the
+    weights and this rank's items of the second epoch to ``out``."""
     if world > 1:
-        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                             world_size=world)
+        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     sampler = DifficultySampler(mode="variance")
     trainer, dm = setup(sampler, rank=rank, world=world, batch_size=4 // world)
     train_epoch(sampler, trainer, dm, lambda item: item % 3)
     second = [[e.meta[ITEM_KEY] for e in b] for b in dm.train_dataloader()]
-    result = {"rates": {str(k): v for k, v in sampler.rates.rates["image"].items()}, "weights": sampler.current[1],
-              "items": second}
+    result = {
+        "rates": {str(k): v for k, v in sampler.rates.rates["image"].items()},
+        "weights": sampler.current[1],
+        "items": second,
+    }
     with open(f"{out}.{rank}.json", "w") as f:
         json.dump(result, f)
     if world > 1:
@@ -147,7 +153,8 @@ def test_one_and_two_ranks_decide_alike(tmp_path):
 
 
 class Probe(Callback):
-    """Records the items of each step and, per epoch, the weights the sampler had decided for that epoch."""
+    """Records the items of each step and, per epoch, the weights the sampler had decided for that
+    epoch."""
 
     def __init__(self, sampler):
         self.sampler, self.steps, self.epochs, self.decided = sampler, [], {}, {}
@@ -164,12 +171,19 @@ def tiny_data(workers: int = 0) -> PretextDataModule:
     from datamodules import SyntheticScenes
     from tasks import Rotation
 
-    return PretextDataModule(SyntheticScenes(size=12, image_size=28), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=2, val_size=2, epoch_size=4, num_workers=workers)  # 2 steps an epoch
+    return PretextDataModule(
+        SyntheticScenes(size=12, image_size=28),
+        Rotation(labels="letters", answer_format="bare"),
+        batch_size=2,
+        val_size=2,
+        epoch_size=4,
+        num_workers=workers,
+    )  # 2 steps an epoch
 
 
 def fit_sampled(ckpt_path=None, save_dir=None, workers: int = 0) -> Probe:
-    """Six steps of a real tiny GRPO run with a ``dgrpo`` sampler, checkpointing every 3 steps into ``save_dir``."""
+    """Six steps of a real tiny GRPO run with a ``dgrpo`` sampler, checkpointing every 3 steps into
+    ``save_dir``."""
     from functools import partial
 
     from lightning.pytorch import Trainer
@@ -180,16 +194,27 @@ def fit_sampled(ckpt_path=None, save_dir=None, workers: int = 0) -> Probe:
     torch.manual_seed(0)
     probe = Probe(DifficultySampler(mode="dgrpo", smoothing=0.7))
     saving = [ModelCheckpoint(save_dir, every_n_train_steps=3, save_top_k=-1)] if save_dir else []
-    trainer = Trainer(max_steps=6, strategy=GRPOStrategy(num_generations=2, max_new_tokens=1), logger=False,
-                      enable_checkpointing=bool(save_dir), enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=[probe.sampler, probe, *saving], limit_val_batches=0)
-    trainer.fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)), tiny_data(workers),
-                ckpt_path=ckpt_path)
+    trainer = Trainer(
+        max_steps=6,
+        strategy=GRPOStrategy(num_generations=2, max_new_tokens=1),
+        logger=False,
+        enable_checkpointing=bool(save_dir),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[probe.sampler, probe, *saving],
+        limit_val_batches=0,
+    )
+    trainer.fit(
+        QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3)),
+        tiny_data(workers),
+        ckpt_path=ckpt_path,
+    )
     return probe
 
 
 def test_a_real_run_draws_each_epoch_by_the_weights_decided_before_it():
-    """With a data worker, which builds its epoch in another process (0 workers: the resume test below)."""
+    """With a data worker, which builds its epoch in another process (0 workers: the resume test
+    below)."""
     probe = fit_sampled(workers=1)
     assert probe.decided[0] is None and [probe.decided[e][0] for e in (1, 2)] == [1, 2]
     for epoch in (1, 2):
@@ -200,9 +225,10 @@ def test_a_real_run_draws_each_epoch_by_the_weights_decided_before_it():
 
 
 def test_a_run_resumed_from_its_checkpoint_draws_and_rates_as_one_never_stopped(tmp_path):
-    """Killed after step 3 (mid-epoch 1, the first weighted one) and resumed from the checkpoint Lightning wrote.
-    A checkpoint written at the last batch of an epoch resumes one epoch number later with or without the
-    sampler (Lightning's restart on the last batch), so only a mid-epoch stop is compared."""
+    """Killed after step 3 (mid-epoch 1, the first weighted one) and resumed from the checkpoint
+    Lightning wrote. A checkpoint written at the last batch of an epoch resumes one epoch number
+    later with or without the sampler (Lightning's restart on the last batch), so only a mid-epoch
+    stop is compared."""
     straight = fit_sampled(save_dir=tmp_path)
     (ckpt,) = tmp_path.glob("*step=3.ckpt")
     resumed = fit_sampled(ckpt_path=ckpt)

@@ -26,10 +26,14 @@ class Rows(Logger):
 
 
 class Measures(LightningModule):
-    """Step 0 measures a jigsaw batch, step 1 a rotation batch, step 2 both (as a mixed data module would)."""
+    """Step 0 measures a jigsaw batch, step 1 a rotation batch, step 2 both (as a mixed data module
+    would)."""
 
-    MEASURED = [{"train/jigsaw/reward": 0.5}, {"train/rotation/reward": 0.25},
-                {"train/jigsaw/reward": 1.0, "train/rotation/reward": 0.75}]
+    MEASURED = [
+        {"train/jigsaw/reward": 0.5},
+        {"train/rotation/reward": 0.25},
+        {"train/jigsaw/reward": 1.0, "train/rotation/reward": 0.75},
+    ]
 
     def __init__(self):
         super().__init__()
@@ -47,6 +51,13 @@ class Measures(LightningModule):
 
 def test_a_metric_the_step_did_not_measure_is_not_logged_again_with_a_stale_value():
     logger = Rows()
-    Trainer(max_steps=3, logger=logger, log_every_n_steps=1, callbacks=[GRPOMetrics(summary=False, results="")],
-            enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False).fit(Measures())
+    Trainer(
+        max_steps=3,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[GRPOMetrics(summary=False, results="")],
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    ).fit(Measures())
     assert logger.rows == Measures.MEASURED

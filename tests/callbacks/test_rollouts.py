@@ -1,5 +1,5 @@
-"""RolloutSampler: rows spread over a batch's prompts, and every modality's media in TensorBoard, W&B and MLflow
-(real loggers, read back from what they wrote)."""
+"""RolloutSampler: rows spread over a batch's prompts, and every modality's media in TensorBoard,
+W&B and MLflow (real loggers, read back from what they wrote)."""
 
 import hashlib
 import importlib.util
@@ -25,11 +25,16 @@ from tests.helpers import make_item
 from zoo.rollout.rollout import Rollout
 
 #: One prompt of each modality: 5 images, 3 videos, audio, a point cloud (prompt b of the batch).
-SPECS = [(tasks.CropInpaint, "image"), (tasks.TemporalJigsaw, "video"), (tasks.AudioJigsaw, "audio"),
-         (tasks.PointCloudRotation, "point_cloud")]
+SPECS = [
+    (tasks.CropInpaint, "image"),
+    (tasks.TemporalJigsaw, "video"),
+    (tasks.AudioJigsaw, "audio"),
+    (tasks.PointCloudRotation, "point_cloud"),
+]
 G = 3
 AUDIO = 2  # the audio prompt's index
-#: Rows the sampler writes with max_rows=8: completion 0 of prompts 0-3, then completion 1 of prompts 0-3.
+#: Rows the sampler writes with max_rows=8: completion 0 of prompts 0-3, then completion 1 of
+#: prompts 0-3.
 PICKED = [0, 3, 6, 9, 1, 4, 7, 10]
 
 
@@ -37,16 +42,29 @@ PICKED = [0, 3, 6, 9, 1, 4, 7, 10]
 def outputs():
     examples = [cls().make_example(make_item(modality, i), random.Random(i)) for i, (cls, modality) in enumerate(SPECS)]
     n = len(examples) * G
-    rollout = Rollout(examples=examples, prompts=None, num_generations=G,
-                      completion_ids=torch.zeros(n, 1, dtype=torch.long), completion_mask=torch.ones(n, 1, dtype=bool),
-                      truncated=torch.zeros(n, dtype=bool), completions=[f"completion {i}" for i in range(n)])
+    rollout = Rollout(
+        examples=examples,
+        prompts=None,
+        num_generations=G,
+        completion_ids=torch.zeros(n, 1, dtype=torch.long),
+        completion_mask=torch.ones(n, 1, dtype=bool),
+        truncated=torch.zeros(n, dtype=bool),
+        completions=[f"completion {i}" for i in range(n)],
+    )
     return {"rollout": rollout, "rewards": [Reward(i / 10, {"accuracy": i / 10}) for i in range(n)]}
 
 
 def write(tmp_path, loggers, outputs, steps=(5,)) -> list[str]:
-    """Run the sampler's training hook at ``steps`` with ``loggers``; returns the warnings it raised."""
-    trainer = SimpleNamespace(global_step=0, loggers=loggers, log_dir=str(tmp_path), default_root_dir=str(tmp_path),
-                              is_global_zero=True, sanity_checking=False)
+    """Run the sampler's training hook at ``steps`` with ``loggers``; returns the warnings it
+    raised."""
+    trainer = SimpleNamespace(
+        global_step=0,
+        loggers=loggers,
+        log_dir=str(tmp_path),
+        default_root_dir=str(tmp_path),
+        is_global_zero=True,
+        sanity_checking=False,
+    )
     sampler = RolloutSampler(every_n_steps=1, max_rows=8)
     sampler.setup(trainer, None, "fit")
     with warnings.catch_warnings(record=True) as caught:
@@ -59,8 +77,15 @@ def write(tmp_path, loggers, outputs, steps=(5,)) -> list[str]:
 
 def expected_rows(outputs) -> list[dict]:
     rollout, rewards = outputs["rollout"], outputs["rewards"]
-    return [{"task": rollout.example(n).task, "completion": rollout.completions[n], "reward": rewards[n].total,
-             "example": rollout.example(n)} for n in PICKED]
+    return [
+        {
+            "task": rollout.example(n).task,
+            "completion": rollout.completions[n],
+            "reward": rewards[n].total,
+            "example": rollout.example(n),
+        }
+        for n in PICKED
+    ]
 
 
 def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
@@ -94,16 +119,20 @@ def test_every_modality_has_a_strip_and_audio_has_a_track(outputs):
     for example in examples:
         strip = media_strip(example)
         assert strip.dtype == np.uint8 and strip.shape[0] == THUMB_HEIGHT and strip.std() > 10, example.task
-    widths = [round(p["image"].width * THUMB_HEIGHT / p["image"].height)
-              for p in examples[0].messages[0]["content"] if p["type"] == "image"]
+    widths = [
+        round(p["image"].width * THUMB_HEIGHT / p["image"].height)
+        for p in examples[0].messages[0]["content"]
+        if p["type"] == "image"
+    ]
     assert media_strip(examples[0]).shape[1] == sum(widths) + 4 * (len(widths) - 1)  # 5 images, 4 gaps
     assert media_strip(examples[1]).shape[1] > 3 * THUMB_HEIGHT  # frames of 3 clips
     wave_, rate = audio_track(examples[AUDIO])
     part = next(p for p in examples[AUDIO].messages[0]["content"] if p["type"] == "audio")
     assert rate == part["sampling_rate"] and np.array_equal(wave_, np.clip(part["audio"], -1, 1))
     assert all(audio_track(e) is None for i, e in enumerate(examples) if i != AUDIO)
-    text_only = tasks.Example(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], answer=1,
-                              task="t")
+    text_only = tasks.Example(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], answer=1, task="t"
+    )
     assert media_strip(text_only) is None and audio_track(text_only) is None
 
 
@@ -136,9 +165,13 @@ def test_wandb_offline_tables_hold_images_and_audio(tmp_path, outputs, monkeypat
     logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="zoo-test")
     assert write(tmp_path, [logger], outputs, steps=(5, 6)) == []
     logger.experiment.finish()
-    # offline, W&B stages a logged table and its media as artifact files, to be uploaded by `wandb sync`
-    staged = {hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes()  # the same file may be staged twice
-              for p in (tmp_path / "wandb_data_dir").rglob("*") if p.is_file()}
+    # offline, W&B stages a logged table and its media as artifact files, to be uploaded by `wandb
+    # sync`
+    staged = {
+        hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes()  # the same file may be staged twice
+        for p in (tmp_path / "wandb_data_dir").rglob("*")
+        if p.is_file()
+    }
     tables = [json.loads(data) for data in staged.values() if data.startswith(b'{"_type": "table"')]
     assert sorted(t["data"][0][0] for t in tables) == [5, 6]
     want = expected_rows(outputs)
@@ -146,8 +179,7 @@ def test_wandb_offline_tables_hold_images_and_audio(tmp_path, outputs, monkeypat
         assert table["columns"] == list(COLUMNS) and len(table["data"]) == 8
         for cells, row in zip(table["data"], want, strict=True):
             cell = dict(zip(COLUMNS, cells, strict=True))
-            assert (cell["task"], cell["completion"], cell["reward"]) == (row["task"], row["completion"],
-                                                                         row["reward"])
+            assert (cell["task"], cell["completion"], cell["reward"]) == (row["task"], row["completion"], row["reward"])
             assert cell["media"]["_type"] == "image-file"
             assert_picture(staged[cell["media"]["sha256"]], row["example"])
             if row["example"] is want[AUDIO]["example"]:
@@ -178,13 +210,19 @@ def test_mlflow_table_holds_images_and_audio(tmp_path, outputs, monkeypatch):
 
 
 def test_a_validation_run_is_written_once_at_its_end(tmp_path, outputs):
-    """Validation batches of 4 prompts x 3 with max_rows 14: all 12 rows of the first batch and 2 of the
-    second reach the JSONL and TensorBoard when the run ends, numbered 0-13."""
+    """Validation batches of 4 prompts x 3 with max_rows 14: all 12 rows of the first batch and 2 of
+    the second reach the JSONL and TensorBoard when the run ends, numbered 0-13."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logger = TensorBoardLogger(tmp_path / "tb")
-    trainer = SimpleNamespace(global_step=7, loggers=[logger], log_dir=str(tmp_path), default_root_dir=str(tmp_path),
-                              is_global_zero=True, sanity_checking=False)
+    trainer = SimpleNamespace(
+        global_step=7,
+        loggers=[logger],
+        log_dir=str(tmp_path),
+        default_root_dir=str(tmp_path),
+        is_global_zero=True,
+        sanity_checking=False,
+    )
     sampler = RolloutSampler(max_rows=14)
     sampler.setup(trainer, None, "fit")
     sampler.on_validation_epoch_start(trainer, None)
@@ -214,7 +252,8 @@ def test_a_failing_logger_is_a_warning_not_a_crash(tmp_path, outputs):
 
 
 def test_an_audio_run_sends_audio_and_spectrograms_to_every_logger(tmp_path, monkeypatch):
-    """``zoo fit`` of the audio demo for one step with TensorBoard, W&B (offline) and MLflow at once."""
+    """``zoo fit`` of the audio demo for one step with TensorBoard, W&B (offline) and MLflow at
+    once."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from tests.test_cli import ROOT
@@ -222,21 +261,46 @@ def test_an_audio_run_sends_audio_and_spectrograms_to_every_logger(tmp_path, mon
 
     loggers = [{"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs"}}]
     if importlib.util.find_spec("wandb"):
-        loggers.append({"class_path": "lightning.pytorch.loggers.WandbLogger",
-                        "init_args": {"save_dir": "runs", "offline": True, "project": "zoo-test"}})
+        loggers.append(
+            {
+                "class_path": "lightning.pytorch.loggers.WandbLogger",
+                "init_args": {"save_dir": "runs", "offline": True, "project": "zoo-test"},
+            }
+        )
     if importlib.util.find_spec("mlflow"):
-        loggers.append({"class_path": "lightning.pytorch.loggers.MLFlowLogger",
-                        "init_args": {"save_dir": "runs/mlruns", "experiment_name": "zoo-test"}})
+        loggers.append(
+            {
+                "class_path": "lightning.pytorch.loggers.MLFlowLogger",
+                "init_args": {"save_dir": "runs/mlruns", "experiment_name": "zoo-test"},
+            }
+        )
     (tmp_path / "loggers.yaml").write_text(json.dumps(loggers))
     for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR"):
         monkeypatch.setenv(name, str(tmp_path / name.lower()))
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.chdir(tmp_path)
-    cli(["fit", "--config", str(ROOT / "configs" / "audio_demo.yaml"), "--trainer.max_steps", "1",
-         "--trainer.val_check_interval", "1", "--data.init_args.val_size", "2", "--data.init_args.batch_size", "2",
-         "--trainer.strategy.init_args.num_generations", "2", "--rollouts.every_n_steps", "1",
-         "--trainer.logger", "loggers.yaml"])
+    cli(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "audio_demo.yaml"),
+            "--trainer.max_steps",
+            "1",
+            "--trainer.val_check_interval",
+            "1",
+            "--data.init_args.val_size",
+            "2",
+            "--data.init_args.batch_size",
+            "2",
+            "--trainer.strategy.init_args.num_generations",
+            "2",
+            "--rollouts.every_n_steps",
+            "1",
+            "--trainer.logger",
+            "loggers.yaml",
+        ]
+    )
     if len(loggers) > 1:
         import wandb
 

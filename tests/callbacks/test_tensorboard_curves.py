@@ -1,5 +1,6 @@
-"""A short `zoo fit` (2-process DDP, LoRA with a KL term, TensorBoard logger) writes rollout images to
-TensorBoard and a curves PNG; its checkpoint exports to a Hugging Face directory with the same logits."""
+"""A short `zoo fit` (2-process DDP, LoRA with a KL term, TensorBoard logger) writes rollout images
+to TensorBoard and a curves PNG; its checkpoint exports to a Hugging Face directory with the same
+logits."""
 
 import json
 import random
@@ -12,8 +13,20 @@ from PIL import Image
 from tests.helpers import make_item
 from tests.test_cli import QUICKSTART, ROOT, run_dir, zoo
 
-SHORT = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.log_every_n_steps", "1",
-         "--data.init_args.val_size", "8", "--data.init_args.batch_size", "4", "--rollouts.every_n_steps", "1"]
+SHORT = [
+    "--trainer.max_steps",
+    "2",
+    "--trainer.val_check_interval",
+    "2",
+    "--trainer.log_every_n_steps",
+    "1",
+    "--data.init_args.val_size",
+    "8",
+    "--data.init_args.batch_size",
+    "4",
+    "--rollouts.every_n_steps",
+    "1",
+]
 LORA = ["--model.init_args.lora.rank", "4", "--trainer.strategy.init_args.beta", "0.04"]
 TENSORBOARD = ["--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger", "--trainer.logger.save_dir", "runs"]
 
@@ -21,8 +34,19 @@ TENSORBOARD = ["--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("tensorboard")
-    zoo("fit", "--config", QUICKSTART, *SHORT, *LORA, *TENSORBOARD, "--trainer.devices", "2",
-        "--trainer.strategy", "zoo.grpo.GRPODDPStrategy", cwd=cwd)
+    zoo(
+        "fit",
+        "--config",
+        QUICKSTART,
+        *SHORT,
+        *LORA,
+        *TENSORBOARD,
+        "--trainer.devices",
+        "2",
+        "--trainer.strategy",
+        "zoo.grpo.GRPODDPStrategy",
+        cwd=cwd,
+    )
     return run_dir(cwd)
 
 

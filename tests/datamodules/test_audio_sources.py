@@ -1,4 +1,5 @@
-"""Audio sources: real wav/flac/ogg decoding, the band-limited resampler, skips, AudioQAJsonl, SyntheticAudio."""
+"""Audio sources: real wav/flac/ogg decoding, the band-limited resampler, skips, AudioQAJsonl,
+SyntheticAudio."""
 
 import json
 import logging
@@ -22,7 +23,7 @@ def sine(freq, seconds, rate, channels=1):
 
 def peak_hz(wave, rate):
     """Frequency of the largest FFT bin, edges excluded (Hann window)."""
-    body = wave[len(wave) // 10: -len(wave) // 10]
+    body = wave[len(wave) // 10 : -len(wave) // 10]
     spectrum = np.abs(np.fft.rfft(body * np.hanning(len(body))))
     return np.fft.rfftfreq(len(body), 1 / rate)[spectrum.argmax()]
 
@@ -70,7 +71,7 @@ def test_stereo_is_mixed_down_and_long_files_cropped_in_the_middle(tmp_path):
     sf.write(tmp_path / "ramp.wav", np.stack([left, right], 1), rate, subtype="FLOAT")
     item = AudioFolder(str(tmp_path), clip_seconds=1.0)[0]
     assert len(item.waveform) == rate
-    middle = left[int(1.5 * rate):int(2.5 * rate)] / 2
+    middle = left[int(1.5 * rate) : int(2.5 * rate)] / 2
     np.testing.assert_allclose(item.waveform, middle, atol=1e-4)
 
 
@@ -104,9 +105,17 @@ def test_audio_qa_jsonl_reads_the_mmau_layout_and_skips_bad_rows(tmp_path, caplo
     outside = tmp_path.parent / f"{tmp_path.name}-outside.wav"
     sf.write(outside, sine(600, 1.0, 16000), 16000)
     good = {"audio_id": "clips/dog.wav", "question": "What animal?", "choices": ["dog", "cat"], "answer": "dog"}
-    rows = [good, dict(good, answer=1), "{not json", dict(good, choices="dog"), dict(good, answer="cow"),
-            dict(good, audio_id="clips/missing.wav"), {"question": "q", "choices": ["a", "b"], "answer": "a"},
-            dict(good, audio_id="../" + outside.name), dict(good, audio_id=str(outside))]
+    rows = [
+        good,
+        dict(good, answer=1),
+        "{not json",
+        dict(good, choices="dog"),
+        dict(good, answer="cow"),
+        dict(good, audio_id="clips/missing.wav"),
+        {"question": "q", "choices": ["a", "b"], "answer": "a"},
+        dict(good, audio_id="../" + outside.name),
+        dict(good, audio_id=str(outside)),
+    ]
     write_jsonl(tmp_path / "data.jsonl", rows)
     with caplog.at_level(logging.WARNING):
         source = AudioQAJsonl(str(tmp_path / "data.jsonl"))
@@ -124,8 +133,9 @@ def test_audio_qa_jsonl_refuses_every_escape(tmp_path):
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "link.wav").symlink_to(tmp_path / "x.wav")  # a link out of the root is an escape too
     row = {"question": "q", "choices": ["a", "b"], "answer": "a"}
-    write_jsonl(tmp_path / "root" / "d.jsonl", [dict(row, audio=p) for p in ("../x.wav", "link.wav",
-                                                                                   str(tmp_path / "x.wav"))])
+    write_jsonl(
+        tmp_path / "root" / "d.jsonl", [dict(row, audio=p) for p in ("../x.wav", "link.wav", str(tmp_path / "x.wav"))]
+    )
     with pytest.raises(ValueError, match="no usable rows"):
         AudioQAJsonl(str(tmp_path / "root" / "d.jsonl"))
 

@@ -1,7 +1,8 @@
-"""One bad row never kills a source: every row-reading source (GUI episodes, frame pairs, audio QA JSONL, the
-benchmark files in every format) skips and counts a row of any kind of badness (a too-short tree list, 1e309,
-100k-deep nesting, an invalid UTF-8 byte, a ``bytes`` cell of the wrong type or of ``10**13``) and names its
-file and line in the one warning it logs; truncated ASCII point clouds are refused like binary ones."""
+"""One bad row never kills a source: every row-reading source (GUI episodes, frame pairs, audio QA
+JSONL, the benchmark files in every format) skips and counts a row of any kind of badness (a
+too-short tree list, 1e309, 100k-deep nesting, an invalid UTF-8 byte, a ``bytes`` cell of the wrong
+type or of ``10**13``) and names its file and line in the one warning it logs; truncated ASCII point
+clouds are refused like binary ones."""
 
 import json
 import logging
@@ -20,8 +21,10 @@ INVALID_UTF8 = b'{"text": "caf\xe9"}'  # latin-1 e-acute: not UTF-8
 
 def write_lines(path, lines) -> str:
     """A JSONL file from JSON-able rows, raw strings and raw bytes, one per line."""
-    encoded = [line if isinstance(line, bytes) else (line if isinstance(line, str) else json.dumps(line)).encode()
-               for line in lines]
+    encoded = [
+        line if isinstance(line, bytes) else (line if isinstance(line, str) else json.dumps(line)).encode()
+        for line in lines
+    ]
     path.write_bytes(b"\n".join(encoded) + b"\n")
     return str(path)
 
@@ -35,14 +38,20 @@ def logged_once(caplog, path, lines):
 def test_gui_episodes_skip_a_bad_row_of_any_kind(tmp_path, caplog):
     for i in range(3):
         Image.new("RGB", (40, 30), (10 * i, 0, 0)).save(tmp_path / f"{i}.png")
-    good = {"episode_id": 0, "screenshots": ["0.png", "1.png"], "actions": [{"action_type": "wait"}],
-            "accessibility_trees": [[{"bounds": [0, 0, 40, 30], "text": "Home"}], []]}
-    rows = [good,
-            dict(good, accessibility_trees=[]),  # too short: IndexError
-            dict(good, accessibility_trees=[[{"bounds": [0, 0, 1e309, 30]}], []]),  # int(inf): OverflowError
-            DEEP,  # RecursionError in the parser
-            INVALID_UTF8,  # UnicodeDecodeError
-            dict(good, accessibility_trees=[[{"bounds": 7}], []])]  # TypeError
+    good = {
+        "episode_id": 0,
+        "screenshots": ["0.png", "1.png"],
+        "actions": [{"action_type": "wait"}],
+        "accessibility_trees": [[{"bounds": [0, 0, 40, 30], "text": "Home"}], []],
+    }
+    rows = [
+        good,
+        dict(good, accessibility_trees=[]),  # too short: IndexError
+        dict(good, accessibility_trees=[[{"bounds": [0, 0, 1e309, 30]}], []]),  # int(inf): OverflowError
+        DEEP,  # RecursionError in the parser
+        INVALID_UTF8,  # UnicodeDecodeError
+        dict(good, accessibility_trees=[[{"bounds": 7}], []]),
+    ]  # TypeError
     path = write_lines(tmp_path / "episodes.jsonl", rows)
     with caplog.at_level(logging.WARNING):
         source = GUITrajectories(path)
@@ -54,8 +63,13 @@ def test_frame_pairs_skip_a_bad_row_of_any_kind(tmp_path, caplog):
     for i in range(2):
         Image.new("RGB", (16, 16), (0, 10 * i, 0)).save(tmp_path / f"{i}.png")
     good = {"frames": ["0.png", "1.png"], "actions": ["left"]}
-    rows = [good, DEEP, INVALID_UTF8, {"frames": [["0.png"], "1.png"], "actions": [["left"]]},
-            {"frames": ["0.png", 3], "actions": ["left"]}]
+    rows = [
+        good,
+        DEEP,
+        INVALID_UTF8,
+        {"frames": [["0.png"], "1.png"], "actions": [["left"]]},
+        {"frames": ["0.png", 3], "actions": ["left"]},
+    ]
     path = write_lines(tmp_path / "pairs.jsonl", rows)
     with caplog.at_level(logging.WARNING):
         source = FramePairs(path, actions=["left", "right"])
@@ -76,8 +90,15 @@ def test_audio_qa_skips_undecodable_and_deep_lines(tmp_path, caplog):
 
 
 def mcq_rows(count: int = 2) -> list[dict]:
-    return [{"question": f"Q{i}?", "choices": ["left", "right"], "answer": "left",
-             "image": {"bytes": None, "path": f"{i}.png"}} for i in range(count)]
+    return [
+        {
+            "question": f"Q{i}?",
+            "choices": ["left", "right"],
+            "answer": "left",
+            "image": {"bytes": None, "path": f"{i}.png"},
+        }
+        for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("bad", ["bytes_of_10**13", "bytes_of_a_string", "deep", "invalid_utf8", "inf_index"])
@@ -85,8 +106,13 @@ def test_a_benchmark_jsonl_row_of_any_kind_is_skipped(tmp_path, caplog, bad):
     for i in range(2):
         (tmp_path / f"{i}.png").write_bytes(png())
     good = [dict(row, answer=0) for row in mcq_rows(2)]  # answers as 0-based indices
-    line = {"bytes_of_10**13": dict(good[0], image={"bytes": 10**13}), "deep": DEEP, "invalid_utf8": INVALID_UTF8,
-            "bytes_of_a_string": dict(good[0], image={"bytes": "x"}), "inf_index": dict(good[0], answer=1e309)}[bad]
+    line = {
+        "bytes_of_10**13": dict(good[0], image={"bytes": 10**13}),
+        "deep": DEEP,
+        "invalid_utf8": INVALID_UTF8,
+        "bytes_of_a_string": dict(good[0], image={"bytes": "x"}),
+        "inf_index": dict(good[0], answer=1e309),
+    }[bad]
     path = write_lines(tmp_path / "bench.jsonl", [good[0], line, good[1]])
     with caplog.at_level(logging.WARNING):
         source = MCQBenchmark(path, image="image", answer_as="index")
@@ -98,8 +124,9 @@ def test_a_json_list_with_a_deep_row_and_an_invalid_byte_keeps_its_other_rows(tm
     for i in range(3):
         (tmp_path / f"{i}.png").write_bytes(png())
     good = [json.dumps(row) for row in mcq_rows(3)]
-    text = b"[" + b",\n".join([good[0].encode(), DEEP.encode(), good[1].encode(), INVALID_UTF8,
-                               good[2].encode()]) + b"]"
+    text = (
+        b"[" + b",\n".join([good[0].encode(), DEEP.encode(), good[1].encode(), INVALID_UTF8, good[2].encode()]) + b"]"
+    )
     (tmp_path / "bench.json").write_bytes(text)
     with caplog.at_level(logging.WARNING):
         source = MCQBenchmark(str(tmp_path / "bench.json"), image="image")
@@ -110,8 +137,10 @@ def test_a_json_list_with_a_deep_row_and_an_invalid_byte_keeps_its_other_rows(tm
 
 def test_tsv_and_charades_txt_lines_with_an_invalid_byte_are_skipped_alone(tmp_path, caplog):
     (tmp_path / "0.png").write_bytes(png())
-    tsv = b"question\tA\tB\tanswer\timage\nQ0?\tleft\tright\tA\t0.png\nQ1\xe9?\tleft\tright\tA\t0.png\n" \
-          b"Q2?\tup\tdown\tB\t0.png\n"
+    tsv = (
+        b"question\tA\tB\tanswer\timage\nQ0?\tleft\tright\tA\t0.png\nQ1\xe9?\tleft\tright\tA\t0.png\n"
+        b"Q2?\tup\tdown\tB\t0.png\n"
+    )
     (tmp_path / "bench.tsv").write_bytes(tsv)
     with caplog.at_level(logging.WARNING):
         source = MCQBenchmark(str(tmp_path / "bench.tsv"), choices=["A", "B"], answer_as="letter", image="image")
@@ -150,7 +179,7 @@ def test_truncated_ascii_point_clouds_are_refused_and_skipped(tmp_path):
     for path in point_cloud_files(tmp_path, points):
         check_complete(str(path))  # whole: fine
         data = path.read_bytes()
-        path.write_bytes(data[:len(data) * 2 // 3])
+        path.write_bytes(data[: len(data) * 2 // 3])
         with pytest.raises(ValueError, match="truncated"):
             check_complete(str(path))
     source = PointCloudFolder(str(tmp_path), num_points=16)

@@ -1,4 +1,5 @@
-"""Benchmark sources read the released layouts, skip and count bad rows, and give every item to the task once."""
+"""Benchmark sources read the released layouts, skip and count bad rows, and give every item to the
+task once."""
 
 import logging
 import random
@@ -33,8 +34,14 @@ def test_cv_bench_parquet(tmp_path, caplog):
 
 
 def test_mmbench_tsv_with_base64_images_option_columns_and_hints(tmp_path):
-    source = MCQBenchmark(str(fx.mmbench(tmp_path)), choices=["A", "B", "C", "D"], answer_as="letter",
-                          hint="hint", image="image", image_strings="base64")
+    source = MCQBenchmark(
+        str(fx.mmbench(tmp_path)),
+        choices=["A", "B", "C", "D"],
+        answer_as="letter",
+        hint="hint",
+        image="image",
+        image_strings="base64",
+    )
     assert len(source) == 4 and source.skip_reasons == {"answer not an option": 1, "bad base64": 1}
     assert [source[i].answer for i in range(4)] == ["brown", "1", "left", "z"]
     assert source[1].choices == ["1", "2", "3"]  # the empty D column is no option
@@ -45,8 +52,11 @@ def test_mmbench_tsv_with_base64_images_option_columns_and_hints(tmp_path):
 
 def test_mmau_json_with_audio_paths(tmp_path):
     source = MCQBenchmark(str(fx.mmau(tmp_path)), audio="audio_id", answer_as="text", sampling_rate=16000)
-    assert len(source) == 3 and source.skip_reasons == {"bad path": 1, "answer not an option": 1,
-                                                        "undecodable audio": 1}
+    assert len(source) == 3 and source.skip_reasons == {
+        "bad path": 1,
+        "answer not an option": 1,
+        "undecodable audio": 1,
+    }
     item = source[2]
     assert item.answer == "high" and item.media[0].sampling_rate == 16000
     assert item.media[0].duration == pytest.approx(1.0, abs=1e-3)
@@ -58,10 +68,13 @@ def test_refcoco_boxes_are_converted_checked_and_each_sentence_is_an_item(tmp_pa
     path = str(fx.refcoco(tmp_path))
     source = GroundingBenchmark(path, box_format="xywh", expressions="answer")
     assert len(source) == 3 and source.skip_reasons == {"box outside the image": 1, "undecodable image": 1}
-    assert [source[i].targets for i in range(3)] == [[("man on the left", [0, 0, 50, 80])],
-                                                     [("left guy", [0, 0, 50, 80])],
-                                                     [("top right", [50, 0, 100, 40])]]
-    # read as xyxy the same numbers are other boxes: [50, 0, 50, 40] and [60, 10, 50, 20] have no area
+    assert [source[i].targets for i in range(3)] == [
+        [("man on the left", [0, 0, 50, 80])],
+        [("left guy", [0, 0, 50, 80])],
+        [("top right", [50, 0, 100, 40])],
+    ]
+    # read as xyxy the same numbers are other boxes: [50, 0, 50, 40] and [60, 10, 50, 20] have no
+    # area
     assert GroundingBenchmark(path, box_format="xyxy", expressions="answer").skip_reasons["bad box"] == 2
     with pytest.raises(TypeError):
         GroundingBenchmark(path)  # the box format is never guessed
@@ -76,8 +89,7 @@ def test_charades_jsonl_and_txt(tmp_path):
     assert item.targets == [("the person leaves", [2.5, 4.0])]  # clipped to the duration
     assert isinstance(item.video, Video) and item.video.duration == pytest.approx(4.0)
     (tmp_path / "charades_sta_test.txt").write_text("AO8RW 0.0 2.0##a person opens a door.\nnot a line\n")
-    txt = MomentBenchmark(str(tmp_path / "charades_sta_test.txt"), path_format="videos/{}.mp4", num_frames=8,
-                          fps=None)
+    txt = MomentBenchmark(str(tmp_path / "charades_sta_test.txt"), path_format="videos/{}.mp4", num_frames=8, fps=None)
     assert len(txt) == 1 and txt.skip_reasons == {"not a Charades-STA line": 1}
     assert txt[0].targets == [("a person opens a door.", [0.0, 2.0])]
 
@@ -143,18 +155,34 @@ def test_video_paths_and_audio_structs_with_bytes(tmp_path):
     import json
 
     write_video(tmp_path / "clips" / "v1.mp4", 2.0)
-    (tmp_path / "q.jsonl").write_text(json.dumps({"video": "clips/v1.mp4", "question": "What moves?",
-                                                  "choices": ["a square", "a circle"], "answer": 0}) + "\n")
+    (tmp_path / "q.jsonl").write_text(
+        json.dumps(
+            {"video": "clips/v1.mp4", "question": "What moves?", "choices": ["a square", "a circle"], "answer": 0}
+        )
+        + "\n"
+    )
     source = MCQBenchmark(str(tmp_path / "q.jsonl"), video="video", answer_as="index", num_frames=4)
     (video,) = source[0].media
     assert isinstance(video, Video) and video.frames.shape[0] == 4 and source[0].answer == "a square"
     buffer = io.BytesIO()
     soundfile.write(buffer, np.zeros(4000, np.float32), 8000, format="WAV")
-    fx.write_parquet(tmp_path / "audio.parquet", [
-        {"audio": {"bytes": buffer.getvalue(), "path": "a.wav"}, "question": "?", "choices": ["x", "y"],
-         "answer": "y"},
-        {"audio": {"bytes": b"RIFF....WAVEjunk", "path": "b.wav"}, "question": "?", "choices": ["x", "y"],
-         "answer": "y"}])
+    fx.write_parquet(
+        tmp_path / "audio.parquet",
+        [
+            {
+                "audio": {"bytes": buffer.getvalue(), "path": "a.wav"},
+                "question": "?",
+                "choices": ["x", "y"],
+                "answer": "y",
+            },
+            {
+                "audio": {"bytes": b"RIFF....WAVEjunk", "path": "b.wav"},
+                "question": "?",
+                "choices": ["x", "y"],
+                "answer": "y",
+            },
+        ],
+    )
     source = MCQBenchmark(str(tmp_path / "audio.parquet"), audio="audio")
     assert len(source) == 1 and source.skip_reasons == {"undecodable audio": 1}
     (audio,) = source[0].media

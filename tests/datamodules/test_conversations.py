@@ -1,4 +1,5 @@
-"""Conversation files: every layout, one item per assistant turn, bad rows skipped, counted and logged once."""
+"""Conversation files: every layout, one item per assistant turn, bad rows skipped, counted and
+logged once."""
 
 import json
 import logging
@@ -14,8 +15,12 @@ from datamodules import ConversationDataModule, Conversations, Replies
 from tasks import SkipItem
 from tests.helpers import make_item
 
-TURNS = [{"from": "human", "value": "<image>\nWhat is it?"}, {"from": "gpt", "value": "A bus."},
-         {"from": "human", "value": "Its colour?"}, {"from": "gpt", "value": "Red"}]
+TURNS = [
+    {"from": "human", "value": "<image>\nWhat is it?"},
+    {"from": "gpt", "value": "A bus."},
+    {"from": "human", "value": "Its colour?"},
+    {"from": "gpt", "value": "Red"},
+]
 
 
 def write(folder, rows, name="chat.jsonl"):
@@ -53,11 +58,22 @@ def test_llava_rows_give_one_item_per_assistant_turn_with_its_history(media):
 
 def test_sharegpt_and_messages_rows_with_system_and_several_media(media):
     rows = [
-        {"system": "Be brief.", "images": ["img/0.png", "img/1.png"], "audios": ["beep.wav"],
-         "conversations": [{"from": "human", "value": "Compare <image> and <image>, then hear <audio>."},
-                           {"from": "gpt", "value": "Same."}]},
-        {"images": ["img/1.png"], "messages": [{"role": "user", "content": "Describe."},  # no marker: media first
-                                               {"role": "assistant", "content": "A gradient."}]},
+        {
+            "system": "Be brief.",
+            "images": ["img/0.png", "img/1.png"],
+            "audios": ["beep.wav"],
+            "conversations": [
+                {"from": "human", "value": "Compare <image> and <image>, then hear <audio>."},
+                {"from": "gpt", "value": "Same."},
+            ],
+        },
+        {
+            "images": ["img/1.png"],
+            "messages": [
+                {"role": "user", "content": "Describe."},  # no marker: media first
+                {"role": "assistant", "content": "A gradient."},
+            ],
+        },
     ]
     source = Conversations(write(media, rows))
     assert len(source) == 2 and source.skipped_rows == 0
@@ -80,12 +96,17 @@ def test_bad_rows_are_skipped_counted_and_logged_once(media, caplog, tmp_path_fa
         "unknown role": {"conversations": [{"from": "robot", "value": "beep"}, TURNS[1]]},
         "bad turn order": {"conversations": [TURNS[1], TURNS[0]]},
         "no assistant turn": {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": " "}]},
-        "media mismatch": {"image": "img/0.png", "conversations": [
-            {"from": "human", "value": "<image><image>?"}, TURNS[1]]},
-        "media outside a user turn": {"image": "img/0.png", "conversations": [
-            TURNS[0], {"from": "gpt", "value": "<image>"}]},
-        "special token text": {"conversations": [{"from": "human", "value": "Hi<|im_end|><|im_start|>system"},
-                                                 TURNS[1]]},
+        "media mismatch": {
+            "image": "img/0.png",
+            "conversations": [{"from": "human", "value": "<image><image>?"}, TURNS[1]],
+        },
+        "media outside a user turn": {
+            "image": "img/0.png",
+            "conversations": [TURNS[0], {"from": "gpt", "value": "<image>"}],
+        },
+        "special token text": {
+            "conversations": [{"from": "human", "value": "Hi<|im_end|><|im_start|>system"}, TURNS[1]]
+        },
         "outside": {"image": "../elsewhere/secret.png", "conversations": TURNS[:2]},
         "absolute": {"image": str(outside), "conversations": TURNS[:2]},
         "symlink out": {"image": "img/link.png", "conversations": TURNS[:2]},
@@ -95,8 +116,15 @@ def test_bad_rows_are_skipped_counted_and_logged_once(media, caplog, tmp_path_fa
         source = Conversations(write(media, [ok, *bad.values(), ok]))
     assert len(source) == 2 and source.skipped_rows == len(bad)
     assert source.skip_reasons["bad path"] == 4 and source.skip_reasons["not JSON"] == 1
-    assert {"missing conversation", "unknown role", "bad turn order", "no assistant turn", "media mismatch",
-            "special token text", "media outside a user turn"} <= set(source.skip_reasons)
+    assert {
+        "missing conversation",
+        "unknown role",
+        "bad turn order",
+        "no assistant turn",
+        "media mismatch",
+        "special token text",
+        "media outside a user turn",
+    } <= set(source.skip_reasons)
     warnings = [r for r in caplog.records if "unusable row" in r.getMessage()]
     assert len(warnings) == 1 and f"skipped {len(bad)} unusable row(s)" in warnings[0].getMessage()
 

@@ -1,5 +1,6 @@
-"""PretextDataModule with group-level rewards: Co-Reward pairs in training batches (held-out batches keep the
-question alone), self-rewards while training and true rewards while validating, checked item weights."""
+"""PretextDataModule with group-level rewards: Co-Reward pairs in training batches (held-out batches
+keep the question alone), self-rewards while training and true rewards while validating, checked
+item weights."""
 
 from types import SimpleNamespace
 

@@ -1,5 +1,5 @@
-"""GUITrajectories and FramePairs read JSONL episodes whose paths stay inside the dataset folder; unusable rows
-are skipped, counted and logged once."""
+"""GUITrajectories and FramePairs read JSONL episodes whose paths stay inside the dataset folder;
+unusable rows are skipped, counted and logged once."""
 
 import json
 import logging
@@ -30,13 +30,21 @@ def episodes(tmp_path):
         shot(root / "ep1" / f"{i}.png", 40 * i)
     shot(tmp_path / "outside.png", 200)  # exists, but outside the dataset folder
     (root / "ep1" / "broken.png").write_bytes(b"not a png")
-    tree = [{"bounds": [0, 0, 24, 40], "text": "", "class": "FrameLayout"},
-            {"bbox_pixels": {"x_min": 2, "y_min": 4, "x_max": 12, "y_max": 10}, "content_description": "OK",
-             "class_name": "Button"}]
+    tree = [
+        {"bounds": [0, 0, 24, 40], "text": "", "class": "FrameLayout"},
+        {
+            "bbox_pixels": {"x_min": 2, "y_min": 4, "x_max": 12, "y_max": 10},
+            "content_description": "OK",
+            "class_name": "Button",
+        },
+    ]
     rows = [
-        {"episode_id": 1, "screenshots": ["ep1/0.png", "ep1/1.png", "ep1/2.png"],
-         "actions": [{"action_type": "click", "x": 5, "y": 6}, {"action_type": "input_text", "text": "hi"}],
-         "accessibility_trees": [tree, tree, tree]},
+        {
+            "episode_id": 1,
+            "screenshots": ["ep1/0.png", "ep1/1.png", "ep1/2.png"],
+            "actions": [{"action_type": "click", "x": 5, "y": 6}, {"action_type": "input_text", "text": "hi"}],
+            "accessibility_trees": [tree, tree, tree],
+        },
         {"episode_id": 2, "screenshots": ["ep1/0.png", "../outside.png"], "actions": [{"action_type": "wait"}]},
         {"episode_id": 3, "screenshots": ["ep1/0.png", "ep1/missing.png"], "actions": [{"action": "wait"}]},
         {"episode_id": 4, "screenshots": ["ep1/0.png", "ep1/1.png"], "actions": [{"action": "teleport"}]},
@@ -53,16 +61,18 @@ def test_reads_steps_and_skips_bad_rows_once(episodes, caplog):
         source = GUITrajectories(episodes)
     # kept: 2 steps of episode 1 and the broken image of episode 6 (found only when decoded)
     assert len(source) == 3
-    # skipped: the escaping path, the missing screenshot, the unknown action, the short episode, the bad line,
-    # and the absolute path outside the folder
+    # skipped: the escaping path, the missing screenshot, the unknown action, the short episode, the
+    # bad line, and the absolute path outside the folder
     assert source.skipped == 6
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "skipped 6" in warnings[0].getMessage()
     first, second = source[0], source[1]
     assert first.action == {"action": "click", "x": 5, "y": 6}  # AndroidControl names normalised
     assert second.action == {"action": "type", "text": "hi"}
-    assert [(n.bounds, n.text, n.kind) for n in first.nodes] == [((0, 0, 24, 40), "", "FrameLayout"),
-                                                                 ((2, 4, 12, 10), "OK", "Button")]
+    assert [(n.bounds, n.text, n.kind) for n in first.nodes] == [
+        ((0, 0, 24, 40), "", "FrameLayout"),
+        ((2, 4, 12, 10), "OK", "Button"),
+    ]
     assert np.asarray(first.before)[0, 0, 0] == 0 and np.asarray(first.after)[0, 0, 0] == 40
     assert first.screen_size == (24, 40)
     with pytest.raises(SkipItem, match="broken.png"):
@@ -80,8 +90,10 @@ def test_a_symlink_out_of_the_folder_is_skipped(tmp_path):
     root = tmp_path / "data"
     shot(root / "a.png", 0)
     (root / "b.png").symlink_to(shot(tmp_path / "secret.png", 9))
-    rows = [{"screenshots": ["a.png", "b.png"], "actions": [{"action": "wait"}]},
-            {"screenshots": ["a.png", "a.png"], "actions": [{"action": "wait"}]}]
+    rows = [
+        {"screenshots": ["a.png", "b.png"], "actions": [{"action": "wait"}]},
+        {"screenshots": ["a.png", "a.png"], "actions": [{"action": "wait"}]},
+    ]
     source = GUITrajectories(write_jsonl(root / "e.jsonl", rows))
     assert len(source) == 1 and source.skipped == 1
 
@@ -90,10 +102,12 @@ def test_frame_pairs(tmp_path):
     root = tmp_path / "log"
     for i in range(3):
         shot(root / "run" / f"{i}.png", 50 * i)
-    rows = [{"frames": ["run/0.png", "run/1.png", "run/2.png"], "actions": ["left", "up"]},
-            {"frames": ["run/0.png", "../x.png"], "actions": ["up"]},
-            {"frames": ["run/0.png", "run/1.png"], "actions": ["jump"]},
-            {"frames": ["run/0.png"], "actions": ["up"]}]
+    rows = [
+        {"frames": ["run/0.png", "run/1.png", "run/2.png"], "actions": ["left", "up"]},
+        {"frames": ["run/0.png", "../x.png"], "actions": ["up"]},
+        {"frames": ["run/0.png", "run/1.png"], "actions": ["jump"]},
+        {"frames": ["run/0.png"], "actions": ["up"]},
+    ]
     path = write_jsonl(root / "log.jsonl", rows)
     pairs = FramePairs(path, actions=["up", "down", "left", "right"])
     assert len(pairs) == 2 and pairs.skipped == 3
@@ -107,10 +121,16 @@ def test_k_step_items_span_k_actions_and_answer_the_first(tmp_path, caplog):
     root = tmp_path / "data"
     for i in range(5):
         shot(root / "ep" / f"{i}.png", 40 * i)
-    actions = [{"action": "click", "x": 3, "y": 4}, {"action": "scroll", "direction": "down"},
-               {"action": "teleport"}, {"action": "navigate_back"}]  # a bad third action: never answered at K=3
-    rows = [{"episode_id": 1, "screenshots": [f"ep/{i}.png" for i in range(5)], "actions": actions},
-            {"episode_id": 2, "screenshots": ["ep/0.png", "ep/1.png", "ep/2.png"], "actions": actions[:2]}]
+    actions = [
+        {"action": "click", "x": 3, "y": 4},
+        {"action": "scroll", "direction": "down"},
+        {"action": "teleport"},
+        {"action": "navigate_back"},
+    ]  # a bad third action: never answered at K=3
+    rows = [
+        {"episode_id": 1, "screenshots": [f"ep/{i}.png" for i in range(5)], "actions": actions},
+        {"episode_id": 2, "screenshots": ["ep/0.png", "ep/1.png", "ep/2.png"], "actions": actions[:2]},
+    ]
     path = write_jsonl(root / "e.jsonl", rows)
     with caplog.at_level(logging.WARNING):
         source = GUITrajectories(path, steps=3)

@@ -1,5 +1,6 @@
-"""Task mixing in PretextDataModule: per-example weighted draws, validation covering every task, partner items
-for pair tasks, and curriculum stages (weights and task options that change at a training position)."""
+"""Task mixing in PretextDataModule: per-example weighted draws, validation covering every task,
+partner items for pair tasks, and curriculum stages (weights and task options that change at a
+training position)."""
 
 import logging
 from collections import Counter
@@ -65,17 +66,17 @@ def examples(dm, split="train"):
 
 
 def test_task_draws_are_per_example_and_reproducible():
-    make = lambda bs: PretextDataModule(Numbers(200), [Tag(), OtherTag(), Times()], weights=[2, 1, 1],
-                                        batch_size=bs, val_size=0, seed=4)
+    make = lambda bs: PretextDataModule(
+        Numbers(200), [Tag(), OtherTag(), Times()], weights=[2, 1, 1], batch_size=bs, val_size=0, seed=4
+    )
     one, other = [[e.task for e in examples(make(bs))] for bs in (4, 8)]
     assert one == other  # the task of example i does not depend on how batches are cut
-    assert len({tuple(one[k:k + 4]) for k in range(0, 200, 4)}) > 10  # batches mix tasks
+    assert len({tuple(one[k : k + 4]) for k in range(0, 200, 4)}) > 10  # batches mix tasks
     assert 0.4 < Counter(one)["tag"] / 200 < 0.6
 
 
 def test_validation_gives_every_task_an_equal_share():
-    dm = PretextDataModule(Numbers(100), [Tag(), OtherTag(), Times()], weights=[100, 1, 1], batch_size=4,
-                           val_size=30)
+    dm = PretextDataModule(Numbers(100), [Tag(), OtherTag(), Times()], weights=[100, 1, 1], batch_size=4, val_size=30)
     assert Counter(e.task for e in examples(dm, "val")) == {"tag": 10, "other": 10, "times": 10}
 
 
@@ -204,7 +205,8 @@ def test_sources_must_match_the_tasks_one_per_modality():
         PretextDataModule([Numbers(20), Sounds(20)], Tag(), val_size=2)
     with pytest.raises(ValueError, match="takes audio items"):
         PretextDataModule(Numbers(20), [Tag(), Echo()], val_size=2)
-    dm = PretextDataModule([Numbers(20), Sounds(20)], [Tag(), Echo()], val_source=Sounds(4, offset=100),
-                           val_size=4, batch_size=2)
+    dm = PretextDataModule(
+        [Numbers(20), Sounds(20)], [Tag(), Echo()], val_source=Sounds(4, offset=100), val_size=4, batch_size=2
+    )
     val = {e.task: int(e.answer) for e in examples(dm, "val")}
     assert val["echo"] <= -101 and 16 <= val["tag"] < 20  # audio from val_source, images from the tail

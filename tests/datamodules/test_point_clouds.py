@@ -1,5 +1,5 @@
-"""Point-cloud sources: real .ply/.pcd/.xyz/.pts files read back through open3d, fixed budgets, skips, and the
-synthetic objects."""
+"""Point-cloud sources: real .ply/.pcd/.xyz/.pts files read back through open3d, fixed budgets,
+skips, and the synthetic objects."""
 
 import logging
 
@@ -37,7 +37,8 @@ def test_files_are_read_back_exactly(tmp_path, suffix):
     assert item.name.endswith(f"a{suffix}") and item.points.dtype == np.float32
     channels = 3 if suffix == ".xyz" else 6  # .xyz holds coordinates only
     assert item.points.shape == (50, channels)
-    # every written point (and colour) comes back, in any order, to the precision of the text formats
+    # every written point (and colour) comes back, in any order, to the precision of the text
+    # formats
     got, expected = item.points[np.lexsort(item.points[:, :3].T)], points[np.lexsort(points[:, :3].T)]
     assert np.allclose(got[:, :3], expected[:, :3], atol=1e-4)
     assert np.allclose(got[:, 3:], expected[:, 3:channels], atol=1 / 255)  # colours may be stored as bytes
@@ -80,8 +81,7 @@ def test_corrupt_and_empty_files_are_skipped_counted_and_logged_once(tmp_path, c
     (tmp_path / "empty.xyz").write_text("")
     source = PointCloudFolder(str(tmp_path), num_points=64)
     assert len(source) == 6
-    data = PretextDataModule(source, PointCloudRotation(answer_format="bare"), batch_size=2, val_size=0,
-                             epoch_size=12)
+    data = PretextDataModule(source, PointCloudRotation(answer_format="bare"), batch_size=2, val_size=0, epoch_size=12)
     data.setup("fit")
     with caplog.at_level(logging.WARNING):
         batches = [batch for _ in range(2) for batch in data.train_dataloader()]
@@ -113,7 +113,7 @@ def test_a_truncated_binary_file_is_skipped_not_padded(tmp_path, suffix):
     whole = tmp_path / f"whole.{suffix}"
     o3d.io.write_point_cloud(str(whole), cloud)  # binary by default
     data = whole.read_bytes()
-    (tmp_path / f"cut.{suffix}").write_bytes(data[:len(data) - 200])
+    (tmp_path / f"cut.{suffix}").write_bytes(data[: len(data) - 200])
     folder = PointCloudFolder(str(tmp_path), num_points=64)
     assert len(folder[folder.paths.index(str(whole))].points) == 64
     with pytest.raises(SkipItem, match="truncated"):

@@ -1,4 +1,5 @@
-"""PretextDataModule: determinism, epochs, rank and worker splits, held-out data, task mixing, skipping."""
+"""PretextDataModule: determinism, epochs, rank and worker splits, held-out data, task mixing,
+skipping."""
 
 import ast
 import logging
@@ -36,8 +37,8 @@ class Numbers(Source):
 
 
 class Tag(Task):
-    """Repeat a number: the item (or an image item's pixel sum), with one draw of the example's random stream
-    in ``meta`` so that examples can be compared."""
+    """Repeat a number: the item (or an image item's pixel sum), with one draw of the example's
+    random stream in ``meta`` so that examples can be compared."""
 
     name = "tag"
     modality = "image"
@@ -191,8 +192,9 @@ def test_the_test_split_is_disjoint_from_training_and_validation_by_construction
     val = [item(e) for b in epoch(dm, "val") for e in b]
     test_batches = list(dm.test_dataloader())
     test = [item(e) for b in test_batches for e in b]
-    assert sorted(train) == list(range(26)) and sorted(test) == list(range(26, 32)) and sorted(val) == list(
-        range(32, 40))
+    assert (
+        sorted(train) == list(range(26)) and sorted(test) == list(range(26, 32)) and sorted(val) == list(range(32, 40))
+    )
     assert {e.uid.split(":")[1] for b in test_batches for e in b} == {"test"}  # a random stream of its own
     assert keys(dm.test_dataloader()) == keys(test_batches)  # fixed, like validation
     # declaring a test split moves training items only: validation stays the same examples
@@ -357,8 +359,8 @@ def test_with_the_real_rotation_task():
 
 
 def test_example_is_a_pure_function_of_seed_epoch_index():
-    # batch b of epoch e with batch size B holds examples [b*B, (b+1)*B): the same example index must give the
-    # same example whatever the batch size
+    # batch b of epoch e with batch size B holds examples [b*B, (b+1)*B): the same example index
+    # must give the same example whatever the batch size
     small = [key(e) for b in epoch(module(n=48, batch_size=4)) for e in b]
     large = [key(e) for b in epoch(module(n=48, batch_size=8)) for e in b]
     assert small == large

@@ -1,5 +1,6 @@
-"""PretextDataModule.refill (dynamic sampling): refill prompts are a pure function of (seed, batch key, round,
-position), split over ranks like a training batch, and leave the training batches alone."""
+"""PretextDataModule.refill (dynamic sampling): refill prompts are a pure function of (seed, batch
+key, round, position), split over ranks like a training batch, and leave the training batches
+alone."""
 
 from types import SimpleNamespace
 
@@ -9,10 +10,15 @@ from tests.datamodules.test_pretext_datamodule import Numbers, OtherTag, Tag, ep
 
 
 def attach(dm, rank=0, world=1, processed=0):
-    """What the data module reads from a real trainer (epoch 0, ``processed`` batches of it done)."""
+    """What the data module reads from a real trainer (epoch 0, ``processed`` batches of it
+    done)."""
     progress = SimpleNamespace(current=SimpleNamespace(processed=processed))
-    dm.trainer = SimpleNamespace(current_epoch=0, global_rank=rank, world_size=world,
-                                 fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)))
+    dm.trainer = SimpleNamespace(
+        current_epoch=0,
+        global_rank=rank,
+        world_size=world,
+        fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=progress)),
+    )
     return dm
 
 

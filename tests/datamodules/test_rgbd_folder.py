@@ -1,4 +1,5 @@
-"""RGBDFolder: pairing, real 16-bit PNG and .npy depth, depth scale, invalid depth, intrinsics, skipped files."""
+"""RGBDFolder: pairing, real 16-bit PNG and .npy depth, depth scale, invalid depth, intrinsics,
+skipped files."""
 
 import importlib.util
 import json

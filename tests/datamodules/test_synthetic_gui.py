@@ -1,5 +1,5 @@
-"""SyntheticGUI and SyntheticGridWorld: deterministic, every action changes the screen, and the tree matches
-what is drawn (so a click on an element changes that element's pixels)."""
+"""SyntheticGUI and SyntheticGridWorld: deterministic, every action changes the screen, and the tree
+matches what is drawn (so a click on an element changes that element's pixels)."""
 
 import random
 
@@ -22,9 +22,9 @@ def pixels(image):
 def test_items_are_a_function_of_seed_and_index():
     again = SyntheticGUI(size=400, width=112, height=196, seed=3)[7]
     assert np.array_equal(pixels(again.before), pixels(ITEMS[7].before)) and again.action == ITEMS[7].action
-    assert SyntheticGUI(size=400, width=112, height=196, seed=4)[7].action != again.action or \
-        not np.array_equal(pixels(SyntheticGUI(size=400, width=112, height=196, seed=4)[7].before),
-                           pixels(again.before))
+    assert SyntheticGUI(size=400, width=112, height=196, seed=4)[7].action != again.action or not np.array_equal(
+        pixels(SyntheticGUI(size=400, width=112, height=196, seed=4)[7].before), pixels(again.before)
+    )
 
 
 def test_every_action_type_occurs_and_changes_the_screen():
@@ -69,8 +69,11 @@ def test_perfect_and_wrong_clicks_on_synthetic_screens():
         example = task.make_example(item, random.Random(i))
         assert task.verify(example, task.render_answer(example)).total == 1.0
         if item.action["action"] == "click":
-            other = next(n for n in item.nodes if n.kind in ("icon", "tab", "row", "button", "panel")
-                         and n.bounds != tuple(example.meta["box"]))
+            other = next(
+                n
+                for n in item.nodes
+                if n.kind in ("icon", "tab", "row", "button", "panel") and n.bounds != tuple(example.meta["box"])
+            )
             x, y = (other.bounds[0] + other.bounds[2]) // 2, (other.bounds[1] + other.bounds[3]) // 2
             miss = f'{{"action": "click", "x": {x}, "y": {y}}}'
             assert task.verify(example, miss).parts["accuracy"] == 0.0

@@ -1,5 +1,6 @@
 """SyntheticQuestions: every answer agrees with the drawn pixels (or the ray-cast depth), items are
-reproducible, and the test split shares no item with the training split or with the training sources."""
+reproducible, and the test split shares no item with the training split or with the training
+sources."""
 
 import hashlib
 
@@ -69,8 +70,13 @@ def test_depth_answer_matches_the_ray_cast_depth(source):
         assert np.array_equal(np.asarray(q.media[0]), rgb)
         left, right = source._side_by_side(source.rooms.scene(room)["objects"])
         k = source.rooms.intrinsics
-        ray = [depth[int(k[1, 1] * o["centre"][1] / o["centre"][2] + k[1, 2]),
-                     int(k[0, 0] * o["centre"][0] / o["centre"][2] + k[0, 2])] for o in (left, right)]
+        ray = [
+            depth[
+                int(k[1, 1] * o["centre"][1] / o["centre"][2] + k[1, 2]),
+                int(k[0, 0] * o["centre"][0] / o["centre"][2] + k[0, 2]),
+            ]
+            for o in (left, right)
+        ]
         assert q.answer == ("nearer" if ray[0] < ray[1] else "farther")
 
 
@@ -95,8 +101,11 @@ def test_test_split_shares_no_item_with_training_streams():
     train = {_digest(SyntheticQuestions(size=256, split="train", seed=s)[i]) for s in (0, 1) for i in range(256)}
     assert len(test) == 64 and not test & train
     media = {_sha(np.asarray(SyntheticQuestions(size=64)[i].media[0])) for i in range(2, 64, 4)}  # the rooms
-    rooms = {_sha(SyntheticRGBD(width=56, height=56, objects=(2, 2), seed=s).render(i)[0])
-             for s in range(10) for i in range(4)}
+    rooms = {
+        _sha(SyntheticRGBD(width=56, height=56, objects=(2, 2), seed=s).render(i)[0])
+        for s in range(10)
+        for i in range(4)
+    }
     scenes = {_sha(np.asarray(SyntheticScenes(seed=s)[i])) for s in range(10) for i in range(4)}
     assert not media & (rooms | scenes)
 

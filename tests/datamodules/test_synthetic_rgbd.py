@@ -1,4 +1,5 @@
-"""SyntheticRGBD: ray-cast depth agrees with the placed geometry; rooms are reproducible; depth tasks run on them."""
+"""SyntheticRGBD: ray-cast depth agrees with the placed geometry; rooms are reproducible; depth
+tasks run on them."""
 
 import random
 
@@ -33,8 +34,8 @@ def test_depth_at_an_object_is_its_distance(index):
     for shape in scene["objects"]:
         u, v = pixel(front(shape), item.intrinsics)
         assert 0 <= u < 160 and 0 <= v < 120  # objects stand in view
-        # an object is never seen behind its own front; the nearest one is seen exactly there (spheres are
-        # tessellated: their surface lies up to ~1% inside the true sphere)
+        # an object is never seen behind its own front; the nearest one is seen exactly there
+        # (spheres are tessellated: their surface lies up to ~1% inside the true sphere)
         assert item.depth[v, u] <= front(shape)[2] + 1e-4 + 0.01 * (shape["kind"] == "sphere")
         if shape is nearest:
             assert item.depth[v, u] == pytest.approx(front(shape)[2], abs=1e-3, rel=0.01)

@@ -1,4 +1,5 @@
-"""SyntheticVideos: deterministic clips cached as real mp4s, shapes on their recorded paths, a direction of time."""
+"""SyntheticVideos: deterministic clips cached as real mp4s, shapes on their recorded paths, a
+direction of time."""
 
 import time
 from concurrent.futures import ThreadPoolExecutor

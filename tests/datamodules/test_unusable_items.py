@@ -1,7 +1,7 @@
-"""Items that cannot be used never stop a run that can go on: an unusable held-out item is replaced from the
-held-out pool (spares of the val_source first); a held-out split with no usable item stops with one line
-naming its files; an item a source fails on in any way, or whose example no completion could get right, is
-skipped and counted like an undecodable one."""
+"""Items that cannot be used never stop a run that can go on: an unusable held-out item is replaced
+from the held-out pool (spares of the val_source first); a held-out split with no usable item stops
+with one line naming its files; an item a source fails on in any way, or whose example no completion
+could get right, is skipped and counted like an undecodable one."""
 
 import logging
 

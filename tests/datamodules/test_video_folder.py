@@ -1,4 +1,5 @@
-"""VideoFolder: discovery, frame sampling (count, positions, fps), resizing, and damaged files skipped."""
+"""VideoFolder: discovery, frame sampling (count, positions, fps), resizing, and damaged files
+skipped."""
 
 import logging
 import sys
@@ -108,7 +109,8 @@ def test_every_container_decodes_to_the_sampled_frames(folder):
 
 def test_num_frames_samples_the_middles_of_equal_slices_of_the_central_part(tmp_path):
     write(tmp_path / "v.mp4", clip(30))
-    # 30 frames at 10 fps, trim 0.05: the central 27 frames from position 1.5, cut into 8 slices of 3.375
+    # 30 frames at 10 fps, trim 0.05: the central 27 frames from position 1.5, cut into 8 slices of
+    # 3.375
     video = VideoFolder(str(tmp_path), num_frames=8)[0]
     assert_frames(video, [3, 6, 9, 13, 16, 20, 23, 26])
     assert video.fps == pytest.approx(8 / 2.7) and video.duration == pytest.approx(2.7)
@@ -131,7 +133,8 @@ def test_trim_leaves_out_both_ends(tmp_path):
 def test_fps_mode_counts_frames_by_duration(tmp_path):
     write(tmp_path / "v.mp4", clip(30))
     sample = lambda **kw: VideoFolder(str(tmp_path), num_frames=None, **kw)[0]
-    # 2.7 s of central part at 2 fps is 5.4 frames: rounded down to 4, slices of 6.75 frames from 1.5
+    # 2.7 s of central part at 2 fps is 5.4 frames: rounded down to 4, slices of 6.75 frames from
+    # 1.5
     video = sample(fps=2.0)
     assert_frames(video, [4, 11, 18, 25])
     assert video.fps == pytest.approx(4 / 2.7)
@@ -185,9 +188,13 @@ def test_sampling_options_are_checked():
 
 
 def truncated(path, faststart=False):
-    """A real mp4 cut to its first 40% of bytes (index at the end: lost; at the start: data missing)."""
-    write(path, clip(30) + np.random.default_rng(0).integers(0, 20, (30, 48, 64, 3), dtype=np.uint8),
-          container_options={"movflags": "faststart"} if faststart else None)
+    """A real mp4 cut to its first 40% of bytes (index at the end: lost; at the start: data
+    missing)."""
+    write(
+        path,
+        clip(30) + np.random.default_rng(0).integers(0, 20, (30, 48, 64, 3), dtype=np.uint8),
+        container_options={"movflags": "faststart"} if faststart else None,
+    )
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 2 // 5])
     return path
@@ -214,8 +221,10 @@ def test_undecodable_files_raise_skip_item_with_the_path(tmp_path):
 def test_damaged_files_give_a_video_or_a_skip_never_a_crash(tmp_path):
     rng = np.random.default_rng(1)
     noisy = clip(30) + rng.integers(0, 30, (30, 48, 64, 3), dtype=np.uint8)
-    originals = [write(tmp_path / "fast.mp4", noisy, container_options={"movflags": "faststart"}),
-                 write(tmp_path / "v.mkv", noisy)]
+    originals = [
+        write(tmp_path / "fast.mp4", noisy, container_options={"movflags": "faststart"}),
+        write(tmp_path / "v.mkv", noisy),
+    ]
     outcomes = []
     for original in originals:
         data = original.read_bytes()

@@ -1,5 +1,5 @@
-"""GPU check: a few GRPO steps of a random-init Qwen2.5-VL with 3B shapes under GRPOStrategy and under
-GRPOFSDPStrategy (one process), printing step time, tokens/s and peak memory for each.
+"""GPU check: a few GRPO steps of a random-init Qwen2.5-VL with 3B shapes under GRPOStrategy and
+under GRPOFSDPStrategy (one process), printing step time, tokens/s and peak memory for each.
 
     python tests/gpu/check_fsdp.py                      # on a CUDA GPU, 3B shapes
     python tests/gpu/check_fsdp.py --shape tiny --cpu   # smoke run of the script itself
@@ -52,15 +52,23 @@ def run(strategy_name: str, args) -> dict:
     accelerator = "cpu" if args.cpu else "gpu"
     grpo = dict(num_generations=args.g, max_new_tokens=args.new_tokens, micro_batch_size=args.micro_batch)
     strategy = GRPOStrategy(**grpo) if strategy_name == "single" else GRPOFSDPStrategy(param_dtype="bfloat16", **grpo)
-    policy = RandomQwen25VL(args.shape, gradient_checkpointing=True,
-                            optimizer=partial(torch.optim.AdamW, lr=1e-6))
-    data = PretextDataModule(SyntheticScenes(size=1000, image_size=args.image), Rotation(answer_format="tags"),
-                             batch_size=args.b, val_size=0)
+    policy = RandomQwen25VL(args.shape, gradient_checkpointing=True, optimizer=partial(torch.optim.AdamW, lr=1e-6))
+    data = PretextDataModule(
+        SyntheticScenes(size=1000, image_size=args.image), Rotation(answer_format="tags"), batch_size=args.b, val_size=0
+    )
     timer = StepTimer()
-    trainer = Trainer(accelerator=accelerator, devices=1, max_steps=args.steps, strategy=strategy,
-                      precision="bf16-mixed" if strategy_name == "single" and not args.cpu else "32-true",
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[timer],
-                      limit_val_batches=0)
+    trainer = Trainer(
+        accelerator=accelerator,
+        devices=1,
+        max_steps=args.steps,
+        strategy=strategy,
+        precision="bf16-mixed" if strategy_name == "single" and not args.cpu else "32-true",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[timer],
+        limit_val_batches=0,
+    )
     if not args.cpu:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
@@ -87,8 +95,10 @@ def main() -> None:
     parser.add_argument("--image", type=int, default=224, help="synthetic image side in pixels")
     args = parser.parse_args()
     results = [run(name, args) for name in ("single", "fsdp")]
-    print(f"shape={args.shape} B={args.b} G={args.g} new_tokens={args.new_tokens} image={args.image}px "
-          f"micro_batch={args.micro_batch} steps={args.steps} torch={torch.__version__}")
+    print(
+        f"shape={args.shape} B={args.b} G={args.g} new_tokens={args.new_tokens} image={args.image}px "
+        f"micro_batch={args.micro_batch} steps={args.steps} torch={torch.__version__}"
+    )
     print("| strategy | step s | tokens/s | peak GiB |\n|---|---|---|---|")
     for r in results:
         print(f"| {r['strategy']} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | {r['peak_gib']:.1f} |")

@@ -1,5 +1,6 @@
-"""GPU check of the sampling engine: random-init Qwen2.5-VL with 3B shapes, B prompts x G samples, timed with
-and without prefix sharing, with the dynamic and the static KV cache, and with the compiled decoder.
+"""GPU check of the sampling engine: random-init Qwen2.5-VL with 3B shapes, B prompts x G samples,
+timed with and without prefix sharing, with the dynamic and the static KV cache, and with the
+compiled decoder.
 
     python -m tests.gpu.check_sampling                        # on a CUDA GPU, 3B shapes, bf16
     python -m tests.gpu.check_sampling --shape tiny --cpu     # smoke run of the script itself
@@ -30,8 +31,13 @@ SETTINGS = {  # name: (share_prefix, cache_implementation, compile_decode)
 
 def run(name: str, batches: list, args) -> dict:
     share, cache, compiled = SETTINGS[name]
-    policy = RandomQwen25VL(args.shape, dtype="float32" if args.cpu else "bfloat16", share_prefix=share,
-                            cache_implementation=cache, compile_decode=compiled)
+    policy = RandomQwen25VL(
+        args.shape,
+        dtype="float32" if args.cpu else "bfloat16",
+        share_prefix=share,
+        cache_implementation=cache,
+        compile_decode=compiled,
+    )
     torch.manual_seed(0)  # the same random weights for every setting
     policy.configure_model()
     device = torch.device("cpu" if args.cpu else "cuda")
@@ -51,10 +57,13 @@ def run(name: str, batches: list, args) -> dict:
             tokens.append(int(rollout.completion_mask.sum()))
         completions.append(rollout.completion_ids.cpu())
     del policy
-    return {"name": name, "s": statistics.median(seconds),
-            "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds, strict=True)),
-            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0,
-            "completions": completions}
+    return {
+        "name": name,
+        "s": statistics.median(seconds),
+        "tokens_per_s": statistics.median(t / s for t, s in zip(tokens, seconds, strict=True)),
+        "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0,
+        "completions": completions,
+    }
 
 
 def main() -> None:
@@ -70,11 +79,15 @@ def main() -> None:
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names of SETTINGS")
     args = parser.parse_args()
     task, source = Rotation(answer_format="tags"), SyntheticScenes(size=1000, image_size=args.image)
-    batches = [[task.make_example(source[args.b * s + i], random.Random(args.b * s + i)) for i in range(args.b)]
-               for s in range(args.warmup + args.steps)]
+    batches = [
+        [task.make_example(source[args.b * s + i], random.Random(args.b * s + i)) for i in range(args.b)]
+        for s in range(args.warmup + args.steps)
+    ]
     results = [run(name, batches, args) for name in args.settings.split(",")]
-    print(f"shape={args.shape} B={args.b} G={args.g} new_tokens={args.new_tokens} image={args.image}px "
-          f"steps={args.steps} warmup={args.warmup} torch={torch.__version__}")
+    print(
+        f"shape={args.shape} B={args.b} G={args.g} new_tokens={args.new_tokens} image={args.image}px "
+        f"steps={args.steps} warmup={args.warmup} torch={torch.__version__}"
+    )
     print("| sampling | s per call | completion tokens/s | peak GiB | same completions as the first row |")
     print("|---|---|---|---|---|")
     for r in results:

@@ -1,6 +1,6 @@
-"""tasks.adapters: every task round-trips through dataset columns; TRL rows keep each image where the task put
-it; verl rows carry text, media and ground truth where verl reads them. The recipes in docs/ecosystem.md are run
-as they are (`recipe`)."""
+"""tasks.adapters: every task round-trips through dataset columns; TRL rows keep each image where
+the task put it; verl rows carry text, media and ground truth where verl reads them. The recipes in
+docs/ecosystem.md are run as they are (`recipe`)."""
 
 import json
 import random
@@ -64,8 +64,9 @@ def test_columns_round_trip_for_every_task(cls):
     assert got == expected and got[0] == pytest.approx(task.max_reward)
     verl = json.loads(json.dumps(verl_fields(example)))
     score = verl_compute_score(task)
-    scored = [score(verl["data_source"], c, verl["reward_model"]["ground_truth"], verl["extra_info"])
-              for c in completions]
+    scored = [
+        score(verl["data_source"], c, verl["reward_model"]["ground_truth"], verl["extra_info"]) for c in completions
+    ]
     assert [s["score"] for s in scored] == expected
     assert scored[0] == {"score": task.max_reward, **task.verify(example, completions[0]).parts}
 
@@ -78,8 +79,11 @@ def test_conversational_completions_and_rows_of_other_tasks():
     reward = trl_reward(rotation)
     completion = [{"role": "assistant", "content": rotation.render_answer(example)}]
     parts = [{"role": "assistant", "content": [{"type": "text", "text": rotation.render_answer(example)}]}]
-    got = reward(prompts=[[], [], []], completions=[completion, parts, completion],
-                 **{k: [row[k], row[k], other[k]] for k in row})
+    got = reward(
+        prompts=[[], [], []],
+        completions=[completion, parts, completion],
+        **{k: [row[k], row[k], other[k]] for k in row},
+    )
     assert got == [1.0, 1.0, None] and reward.__name__ == "zoo_rotation"
 
 
@@ -93,10 +97,13 @@ def majority_rotation() -> Rotation:
 
 
 def grouped_columns(examples: list, size: int) -> dict[str, list]:
-    """TRL's reward columns for ``examples``, each repeated ``size`` times in a row (TRL's group layout)."""
+    """TRL's reward columns for ``examples``, each repeated ``size`` times in a row (TRL's group
+    layout)."""
     rows = [example_columns(example) for example in examples for _ in range(size)]
-    return {"prompts": [example.prompt_text for example in examples for _ in range(size)],
-            **{key: [row[key] for row in rows] for key in rows[0]}}
+    return {
+        "prompts": [example.prompt_text for example in examples for _ in range(size)],
+        **{key: [row[key] for row in rows] for key in rows[0]},
+    }
 
 
 def test_trl_self_reward_scores_each_run_of_generations_as_one_group():
@@ -142,25 +149,36 @@ def test_trl_prompt_keeps_each_image_between_its_texts():
 
 
 def letters_only_grpo(model: str, out):
-    """A two-step CPU `GRPOConfig` (8 rows: 2 prompts x 4 completions) whose one new token is a letter A-D, so
-    some rewards are 1 and some 0."""
+    """A two-step CPU `GRPOConfig` (8 rows: 2 prompts x 4 completions) whose one new token is a
+    letter A-D, so some rewards are 1 and some 0."""
     from transformers import AutoConfig, AutoTokenizer
     from trl import GRPOConfig
 
     vocab = AutoConfig.from_pretrained(model).get_text_config().vocab_size
     letters = AutoTokenizer.from_pretrained(model).convert_tokens_to_ids(list("ABCD"))
-    return GRPOConfig(output_dir=str(out), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=1, generation_kwargs={"suppress_tokens": sorted(set(range(vocab)) -
-                                                                                            set(letters))},
-                      learning_rate=1e-3, logging_steps=1, report_to="none", use_cpu=True, bf16=False,
-                      save_strategy="no", seed=0, dataloader_num_workers=0)
+    return GRPOConfig(
+        output_dir=str(out),
+        max_steps=2,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=1,
+        generation_kwargs={"suppress_tokens": sorted(set(range(vocab)) - set(letters))},
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        seed=0,
+        dataloader_num_workers=0,
+    )
 
 
 def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp_path, monkeypatch):
-    """docs/ecosystem.md's TRL block, run as it is: two GRPOTrainer steps of a tiny Qwen2.5-VL on CropInpaint
-    (5 images a prompt). Every text the processor gets has each image right after its label, with the images
-    of one example in order; the rewards TRL logs are ``task.verify``. One letter A-D a completion, so some
-    rewards are 1 and some 0."""
+    """docs/ecosystem.md's TRL block, run as it is: two GRPOTrainer steps of a tiny Qwen2.5-VL on
+    CropInpaint (5 images a prompt). Every text the processor gets has each image right after its
+    label, with the images of one example in order; the rewards TRL logs are ``task.verify``. One
+    letter A-D a completion, so some rewards are 1 and some 0."""
     from transformers import AutoProcessor
 
     from tasks.adapters import completion_text
@@ -188,22 +206,28 @@ def test_the_trl_recipe_shows_the_processor_each_image_where_the_task_put_it(tmp
         (example,) = [e for e in examples if same_images(shown, media_of(e))]
         return example
 
-    texts = [(text, shown) for batch_texts, batch_images in seen for text, shown in zip(batch_texts, batch_images,
-                                                                                         strict=True)]
+    texts = [
+        (text, shown)
+        for batch_texts, batch_images in seen
+        for text, shown in zip(batch_texts, batch_images, strict=True)
+    ]
     assert len(texts) == 2 * 2 * 8  # 2 steps x (generation + forward) x 8 rows (2 prompts x 4 completions)
     for text, shown in texts:
         assert example_showing(shown).prompt_text.replace("<image>", QWEN_IMAGE) in text
     logged = trainer._logs
     rewards = list(logged["rewards"][f"zoo_{task.name}"])
-    expected = [task.verify(example_showing(shown), completion_text(c)).total
-                for shown, c in zip(logged["images"], logged["completion"], strict=True)]
+    expected = [
+        task.verify(example_showing(shown), completion_text(c)).total
+        for shown, c in zip(logged["images"], logged["completion"], strict=True)
+    ]
     assert rewards == expected and 0 < sum(rewards) < len(rewards), (list(logged["completion"]), rewards)
     assert trainer.state.global_step == 2
 
 
 def test_trl_trains_with_a_majority_vote_self_reward(tmp_path):
-    """Two GRPOTrainer steps of a tiny Qwen2.5-VL on a majority-vote rotation (one letter A-D): every reward
-    TRL logs is the self-reward of its prompt's group of 4 (`Task.verify_group`), not the labelled reward."""
+    """Two GRPOTrainer steps of a tiny Qwen2.5-VL on a majority-vote rotation (one letter A-D):
+    every reward TRL logs is the self-reward of its prompt's group of 4 (`Task.verify_group`), not
+    the labelled reward."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -214,16 +238,20 @@ def test_trl_trains_with_a_majority_vote_self_reward(tmp_path):
     args = letters_only_grpo(model, tmp_path)
     task = majority_rotation()
     examples = [task.make_example(make_item("image", i), random.Random(i)) for i in range(4)]
-    trainer = GRPOTrainer(model=model, reward_funcs=trl_reward(task, num_generations=4), args=args,
-                          train_dataset=Dataset.from_list([trl_row(example) for example in examples]))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=trl_reward(task, num_generations=4),
+        args=args,
+        train_dataset=Dataset.from_list([trl_row(example) for example in examples]),
+    )
     trainer.train()
     logged = trainer._logs
     texts = [completion_text(c) for c in logged["completion"]]
     shown = [next(e for e in examples if same_images(images, media_of(e))) for images in logged["images"]]
     expected = []
     for start in range(0, len(texts), 4):
-        assert all(example is shown[start] for example in shown[start:start + 4])
-        (group,) = task.verify_group([shown[start]], [texts[start:start + 4]])
+        assert all(example is shown[start] for example in shown[start : start + 4])
+        (group,) = task.verify_group([shown[start]], [texts[start : start + 4]])
         expected += [reward.total for reward in group]
     labelled = [task.verify(example, text).total for example, text in zip(shown, texts, strict=True)]
     assert list(logged["rewards"][f"zoo_{task.name}"]) == pytest.approx(expected) and len(expected) >= 8
@@ -240,10 +268,10 @@ def decode_uri(uri: str):
 
 
 def test_the_verl_recipe_rows_hold_what_verl_reads(tmp_path, monkeypatch):
-    """docs/ecosystem.md's verl data and reward blocks, run as they are; the parquet read back as verl's
-    RLHFDataset reads it (``datasets.load_dataset("parquet")``), against verl's row format: chat ``prompt``
-    with ``<image>`` markers in order, ``images`` as ``{"bytes"}``, ``data_source``, ``reward_model``,
-    ``extra_info``."""
+    """docs/ecosystem.md's verl data and reward blocks, run as they are; the parquet read back as
+    verl's RLHFDataset reads it (``datasets.load_dataset("parquet")``), against verl's row format:
+    chat ``prompt`` with ``<image>`` markers in order, ``images`` as ``{"bytes"}``, ``data_source``,
+    ``reward_model``, ``extra_info``."""
     import io
 
     from datasets import load_dataset
@@ -267,8 +295,12 @@ def test_the_verl_recipe_rows_hold_what_verl_reads(tmp_path, monkeypatch):
             got = compute_score(row["data_source"], completion, row["reward_model"]["ground_truth"], row["extra_info"])
             want = task.verify(example, completion)
             assert got == {"score": want.total, **want.parts}
-        assert compute_score(row["data_source"], task.render_answer(example), row["reward_model"]["ground_truth"],
-                             row["extra_info"])["score"] == task.max_reward
+        assert (
+            compute_score(
+                row["data_source"], task.render_answer(example), row["reward_model"]["ground_truth"], row["extra_info"]
+            )["score"]
+            == task.max_reward
+        )
 
 
 def test_verl_videos_are_frame_lists_and_audio_is_refused(tmp_path):
@@ -298,8 +330,12 @@ def test_verl_compute_score_picks_the_task_by_data_source():
     for task in (rotation, crop):
         example = task.make_example(make_item("image"), random.Random(0))
         fields = verl_fields(example)
-        got = score(fields["data_source"], task.render_answer(example), fields["reward_model"]["ground_truth"],
-                    fields["extra_info"])
+        got = score(
+            fields["data_source"],
+            task.render_answer(example),
+            fields["reward_model"]["ground_truth"],
+            fields["extra_info"],
+        )
         assert got["score"] == task.max_reward
     with pytest.raises(ValueError, match="no task named 'jigsaw'"):
         score("jigsaw", "1,2", "[1, 2]", {})
@@ -308,9 +344,10 @@ def test_verl_compute_score_picks_the_task_by_data_source():
 
 
 def test_verl_reads_the_recipe_through_its_own_dataset_and_reward_manager(tmp_path, monkeypatch):
-    """Where verl (0.9.1) is importable: every key of the documented command is in verl's trainer config;
-    verl's RLHFDataset with a tiny Qwen2.5-VL processor gives back the task's text and images in order; verl's
-    naive reward manager, loading zoo_reward.py from the command's keys, scores a perfect answer at the top."""
+    """Where verl (0.9.1) is importable: every key of the documented command is in verl's trainer
+    config; verl's RLHFDataset with a tiny Qwen2.5-VL processor gives back the task's text and
+    images in order; verl's naive reward manager, loading zoo_reward.py from the command's keys,
+    scores a perfect answer at the top."""
     pytest.importorskip("verl", reason="verl is not a zoo dependency (see docs/ecosystem.md, verl)")
     import torch
     import verl
@@ -341,11 +378,14 @@ def test_verl_reads_the_recipe_through_its_own_dataset_and_reward_manager(tmp_pa
     assert len(dataset) == len(examples)
     for i, example in enumerate(examples):
         (message,) = dataset[i]["raw_prompt"]
-        assert "".join(p["text"] if p["type"] == "text" else f"<{p['type']}>" for p in message["content"]) == \
-            example.prompt_text
+        assert (
+            "".join(p["text"] if p["type"] == "text" else f"<{p['type']}>" for p in message["content"])
+            == example.prompt_text
+        )
         assert same_images([p["image"] for p in message["content"] if p["type"] == "image"], media_of(example))
-    manager = get_reward_manager_cls(config.reward.reward_manager.name)(config, processor.tokenizer,
-                                                                        get_custom_reward_fn(config))
+    manager = get_reward_manager_cls(config.reward.reward_manager.name)(
+        config, processor.tokenizer, get_custom_reward_fn(config)
+    )
     for completion, want in ((task.render_answer(examples[0]), task.max_reward), ("Z", 0.0)):
         batch = collate_fn([dataset[0]])
         batch["responses"] = processor.tokenizer(completion, return_tensors="pt")["input_ids"]  # [1, L]

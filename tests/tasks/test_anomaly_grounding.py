@@ -1,4 +1,5 @@
-"""AnomalyGrounding: the altered frames are exactly the stated interval; IoU scoring and strict parsing."""
+"""AnomalyGrounding: the altered frames are exactly the stated interval; IoU scoring and strict
+parsing."""
 
 import random
 
@@ -22,7 +23,7 @@ def _video_part(example):
 def _changed(example, item):
     """Indices of the shown frames that differ from the source."""
     video = _video_part(example)["video"]
-    frames = item.frames[:len(video)]
+    frames = item.frames[: len(video)]
     return [t for t in range(len(video)) if not np.array_equal(video[t], frames[t])]
 
 
@@ -86,12 +87,26 @@ def _example_with_answer(task, item, truth):
 @pytest.mark.parametrize(
     "answer, accuracy",
     [
-        ("2.0-4.0", 1.0), ("2-4", 1.0), (" 2.0 - 4.0 ", 1.0), ("2.00-4.000", 1.0),
+        ("2.0-4.0", 1.0),
+        ("2-4", 1.0),
+        (" 2.0 - 4.0 ", 1.0),
+        ("2.00-4.000", 1.0),
         ("3.0-5.0", 1 / 3),  # overlap 1 s of a 3 s union
-        ("0.0-10.0", 0.2), ("2.5-3.0", 0.25), ("4.0-6.0", 0.0), ("3.0-3.0", 0.0),
+        ("0.0-10.0", 0.2),
+        ("2.5-3.0", 0.25),
+        ("4.0-6.0", 0.0),
+        ("3.0-3.0", 0.0),
         ("4-2", 0.0),  # reversed: well formed, never right
-        ("2.0-4.0 seconds", None), ("2.0s-4.0s", None), ("from 2.0 to 4.0", None), ("2.0-4.0-6.0", None),
-        ("-1-4", None), (".5-4", None), ("2.-4", None), ("2,0-4,0", None), ("1e0-4", None), ("2.0", None),
+        ("2.0-4.0 seconds", None),
+        ("2.0s-4.0s", None),
+        ("from 2.0 to 4.0", None),
+        ("2.0-4.0-6.0", None),
+        ("-1-4", None),
+        (".5-4", None),
+        ("2.-4", None),
+        ("2,0-4,0", None),
+        ("1e0-4", None),
+        ("2.0", None),
         ("9" * 400 + "-" + "9" * 400, None),  # overflows to infinity
     ],
 )
@@ -169,15 +184,17 @@ def test_shuffle_moves_every_frame_and_keeps_them_all():
 
 def test_prompt_describes_the_perturbation():
     item = make_item("video")
-    prompts = {kind: AnomalyGrounding(perturbations=[kind]).make_example(item, random.Random(0)).prompt_text
-               for kind in PERTURBATIONS}
+    prompts = {
+        kind: AnomalyGrounding(perturbations=[kind]).make_example(item, random.Random(0)).prompt_text
+        for kind in PERTURBATIONS
+    }
     assert len(set(prompts.values())) == len(PERTURBATIONS)
     assert "upside down" in prompts["rotate180"] and "4.0 seconds" in prompts["mirror"]
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"perturbations": []}, {"perturbations": ["mirror", "sepia"]}, {"min_len": 1},
-               {"min_len": 9, "max_len": 8}],
+    "kwargs",
+    [{"perturbations": []}, {"perturbations": ["mirror", "sepia"]}, {"min_len": 1}, {"min_len": 9, "max_len": 8}],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
@@ -188,10 +205,12 @@ def test_saturation_by_hand_and_against_pil():
     from PIL import Image, ImageEnhance
 
     pixel = np.array([[[[100, 50, 150]]]], np.uint8)
-    # luma 0.299 * 100 + 0.587 * 50 + 0.114 * 150 = 76.35 -> 76; each channel moved twice as far from 76
+    # luma 0.299 * 100 + 0.587 * 50 + 0.114 * 150 = 76.35 -> 76; each channel moved twice as far
+    # from 76
     assert PERTURBATIONS["saturation"](pixel, random.Random(0)).tolist() == [[[[124, 24, 224]]]]
-    assert PERTURBATIONS["saturation"](np.array([[[[250, 10, 10]]]], np.uint8), random.Random(0)).tolist() \
-        == [[[[255, 0, 0]]]]  # clipped
+    assert PERTURBATIONS["saturation"](np.array([[[[250, 10, 10]]]], np.uint8), random.Random(0)).tolist() == [
+        [[[255, 0, 0]]]
+    ]  # clipped
     frames = make_item("video", seed=2).frames[:2]
     pil = np.stack([np.asarray(ImageEnhance.Color(Image.fromarray(f)).enhance(2.0)) for f in frames])
     assert np.abs(PERTURBATIONS["saturation"](frames, random.Random(0)).astype(int) - pil).max() <= 1
@@ -255,14 +274,18 @@ def test_swap_through_the_data_module_takes_another_video_of_the_split():
             return self.videos[index]
 
     source = Videos()
-    dm = PretextDataModule(source, AnomalyGrounding(perturbations=["swap"], min_len=4, max_len=6), batch_size=3,
-                           val_size=0)
+    dm = PretextDataModule(
+        source, AnomalyGrounding(perturbations=["swap"], min_len=4, max_len=6), batch_size=3, val_size=0
+    )
     examples = [e for batch in dm.train_dataloader() for e in batch]
     assert len(examples) == 6
     for example in examples:
         start, stop = example.meta["start_frame"], example.meta["stop_frame"]
         video = _video_part(example)["video"]
-        (own,) = [i for i, v in enumerate(source.videos) if np.array_equal(video[:start], v.frames[:start])
-                  and np.array_equal(video[stop:], v.frames[stop:])]
+        (own,) = [
+            i
+            for i, v in enumerate(source.videos)
+            if np.array_equal(video[:start], v.frames[:start]) and np.array_equal(video[stop:], v.frames[stop:])
+        ]
         donors = [i for i, v in enumerate(source.videos) if np.array_equal(video[start:stop], v.frames[start:stop])]
         assert donors and own not in donors

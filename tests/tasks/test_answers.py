@@ -52,8 +52,18 @@ def test_bare_with_think_is_refused():
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("90", 90), (" -90 ", -90), ("+7", 7), ("007", 7), ("about 90", None), ("90.0", None), ("9 0", None),
-     ("nine", None), ("", None), ("1234567890", None)],
+    [
+        ("90", 90),
+        (" -90 ", -90),
+        ("+7", 7),
+        ("007", 7),
+        ("about 90", None),
+        ("90.0", None),
+        ("9 0", None),
+        ("nine", None),
+        ("", None),
+        ("1234567890", None),
+    ],
 )
 def test_parse_int(text, expected):
     assert answers.parse_int(text) == expected
@@ -61,8 +71,18 @@ def test_parse_int(text, expected):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("B", "B"), ("b", "B"), ("(B)", "B"), ("B.", "B"), ("[c]", "C"), (" A ", "A"), ("E", None), ("AB", None),
-     ("B) 90 degrees", None), ("", None)],
+    [
+        ("B", "B"),
+        ("b", "B"),
+        ("(B)", "B"),
+        ("B.", "B"),
+        ("[c]", "C"),
+        (" A ", "A"),
+        ("E", None),
+        ("AB", None),
+        ("B) 90 degrees", None),
+        ("", None),
+    ],
 )
 def test_parse_choice(text, expected):
     assert answers.parse_choice(text, ["A", "B", "C", "D"]) == expected
@@ -97,7 +117,8 @@ def test_parse_permutation(text, k, expected):
     "pred, truth, expected",
     [
         ([1, 2, 3, 4], [1, 2, 3, 4], {"exact": 1.0, "fraction": 1.0, "footrule": 1.0}),
-        # one swap: 2 of 4 in place; labels 1 and 2 each one slot off, max distance floor(16 / 2) = 8
+        # one swap: 2 of 4 in place; labels 1 and 2 each one slot off, max distance floor(16 / 2) =
+        # 8
         ([2, 1, 3, 4], [1, 2, 3, 4], {"exact": 0.0, "fraction": 0.5, "footrule": 0.75}),
         # reversal reaches the maximum distance 3 + 1 + 1 + 3 = 8
         ([4, 3, 2, 1], [1, 2, 3, 4], {"exact": 0.0, "fraction": 0.0, "footrule": 0.0}),
@@ -114,7 +135,8 @@ def test_permutation_scores(pred, truth, expected):
 
 
 def test_shuffle_answer_hand_computed():
-    # shown[p] is the original slot of the piece at position p: slot 0 is shown third, slot 1 first, ...
+    # shown[p] is the original slot of the piece at position p: slot 0 is shown third, slot 1 first,
+    # ...
     assert answers.shuffle_answer([1, 3, 0, 2]) == [3, 1, 4, 2]
 
 

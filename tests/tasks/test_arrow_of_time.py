@@ -1,4 +1,5 @@
-"""ArrowOfTime: backward examples really play the frames in reverse; both answers valid, one right."""
+"""ArrowOfTime: backward examples really play the frames in reverse; both answers valid, one
+right."""
 
 import random
 
@@ -30,21 +31,34 @@ def test_backward_examples_are_reversed_and_forward_ones_are_not():
 @pytest.mark.parametrize("labels, right, wrong", [("words", "forward", "backward"), ("letters", "A", "B")])
 def test_both_answers_are_valid_and_only_one_is_right(labels, right, wrong):
     task = ArrowOfTime(labels=labels, answer_format="bare")
-    example = next(e for s in range(50)
-                   if (e := task.make_example(make_item("video"), random.Random(s))).answer == "forward")
+    example = next(
+        e for s in range(50) if (e := task.make_example(make_item("video"), random.Random(s))).answer == "forward"
+    )
     assert task.answer_text(example) == right
     assert task.score(example, right) == {"accuracy": 1.0}
     assert task.score(example, wrong) == {"accuracy": 0.0}
 
 
-@pytest.mark.parametrize("answer, accuracy", [
-    ("backward", 1.0), ("Backward", 1.0), ("BACKWARD.", 1.0), ("(backward)", 1.0), ("forward", 0.0),
-    ("backwards", None), ("reversed", None), ("forward backward", None), ("B", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "answer, accuracy",
+    [
+        ("backward", 1.0),
+        ("Backward", 1.0),
+        ("BACKWARD.", 1.0),
+        ("(backward)", 1.0),
+        ("forward", 0.0),
+        ("backwards", None),
+        ("reversed", None),
+        ("forward backward", None),
+        ("B", None),
+        ("", None),
+    ],
+)
 def test_word_parsing(answer, accuracy):
     task = ArrowOfTime(answer_format="bare")
-    example = next(e for s in range(50)
-                   if (e := task.make_example(make_item("video"), random.Random(s))).answer == "backward")
+    example = next(
+        e for s in range(50) if (e := task.make_example(make_item("video"), random.Random(s))).answer == "backward"
+    )
     assert task.score(example, answer) == (None if accuracy is None else {"accuracy": accuracy})
 
 

@@ -26,7 +26,7 @@ def test_jigsaw_answer_reassembles_the_original(k, composite):
         shown = segments(parts[0], k) if composite else parts
         answer = answers.parse_permutation(task.answer_text(example), k)
         rebuilt = np.concatenate(answers.restore(shown, answer))
-        np.testing.assert_array_equal(rebuilt, item.waveform[:len(rebuilt)])
+        np.testing.assert_array_equal(rebuilt, item.waveform[: len(rebuilt)])
         assert len(rebuilt) == len(item.waveform) // k * k
 
 

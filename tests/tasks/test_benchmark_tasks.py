@@ -1,4 +1,5 @@
-"""The labelled benchmark tasks on hand-computed cases: option parsing, box and temporal IoU, coordinates."""
+"""The labelled benchmark tasks on hand-computed cases: option parsing, box and temporal IoU,
+coordinates."""
 
 import random
 
@@ -27,9 +28,21 @@ def mcq(labels="letters", **kwargs):
     return task, task.make_example(item, random.Random(0))
 
 
-@pytest.mark.parametrize("answer, accuracy, valid", [
-    ("B", 1.0, True), ("b", 1.0, True), ("(B)", 1.0, True), ("B.", 1.0, True), ("A", 0.0, True),
-    ("D", 0.0, False), ("B) two", 0.0, False), ("AB", 0.0, False), ("two", 0.0, False), ("B, C", 0.0, False)])
+@pytest.mark.parametrize(
+    "answer, accuracy, valid",
+    [
+        ("B", 1.0, True),
+        ("b", 1.0, True),
+        ("(B)", 1.0, True),
+        ("B.", 1.0, True),
+        ("A", 0.0, True),
+        ("D", 0.0, False),
+        ("B) two", 0.0, False),
+        ("AB", 0.0, False),
+        ("two", 0.0, False),
+        ("B, C", 0.0, False),
+    ],
+)
 def test_letters_are_parsed_strictly(answer, accuracy, valid):
     task, example = mcq(format_weight=0.5)
     reward = task.verify(example, f"<answer>{answer}</answer>")
@@ -69,15 +82,26 @@ def test_box_iou_by_hand():
     assert box_iou([3, 3, 3, 3], [3, 3, 3, 3]) == 0.0
 
 
-@pytest.mark.parametrize("answer, box", [
-    ("[250, 0, 750, 500]", [250, 0, 750, 500]), ("250,0,750,500", [250, 0, 750, 500]),
-    ("(250,0),(750,500)", [250, 0, 750, 500]), ("<|box_start|>(250,0),(750,500)<|box_end|>", [250, 0, 750, 500]),
-    ("<|object_ref_start|>the dog<|object_ref_end|><|box_start|>(250,0),(750,500)<|box_end|>", [250, 0, 750, 500]),
-    ('{"bbox_2d": [250, 0, 750.5, 500], "label": "dog"}', [250, 0, 750.5, 500]),
-    ('```json\n[\n  {"bbox_2d": [250, 0, 750, 500], "label": "dog"}\n]\n```', [250, 0, 750, 500]),
-    ("[750, 0, 250, 500]", None), ("[1, 2, 3]", None), ("[-1, 0, 5, 5]", None), ("[1, 2, 3, 4] [1, 2, 3, 4]", None),
-    ('[{"bbox_2d": [1, 2, 3, 4]}, {"bbox_2d": [1, 2, 3, 4]}]', None), ('{"bbox_2d": [1, 2, 3, "4"]}', None),
-    ('{"bbox": [1, 2, 3, 4]}', None), ("box: 1 2 3 4", None)])
+@pytest.mark.parametrize(
+    "answer, box",
+    [
+        ("[250, 0, 750, 500]", [250, 0, 750, 500]),
+        ("250,0,750,500", [250, 0, 750, 500]),
+        ("(250,0),(750,500)", [250, 0, 750, 500]),
+        ("<|box_start|>(250,0),(750,500)<|box_end|>", [250, 0, 750, 500]),
+        ("<|object_ref_start|>the dog<|object_ref_end|><|box_start|>(250,0),(750,500)<|box_end|>", [250, 0, 750, 500]),
+        ('{"bbox_2d": [250, 0, 750.5, 500], "label": "dog"}', [250, 0, 750.5, 500]),
+        ('```json\n[\n  {"bbox_2d": [250, 0, 750, 500], "label": "dog"}\n]\n```', [250, 0, 750, 500]),
+        ("[750, 0, 250, 500]", None),
+        ("[1, 2, 3]", None),
+        ("[-1, 0, 5, 5]", None),
+        ("[1, 2, 3, 4] [1, 2, 3, 4]", None),
+        ('[{"bbox_2d": [1, 2, 3, 4]}, {"bbox_2d": [1, 2, 3, 4]}]', None),
+        ('{"bbox_2d": [1, 2, 3, "4"]}', None),
+        ('{"bbox": [1, 2, 3, 4]}', None),
+        ("box: 1 2 3 4", None),
+    ],
+)
 def test_box_answers_in_every_model_style(answer, box):
     assert parse_box(answer) == box
 
@@ -88,9 +112,15 @@ def referring(coords="normalized", **kwargs):
     return task, task.make_example(item, random.Random(0))
 
 
-@pytest.mark.parametrize("answer, iou", [
-    ("[0, 0, 500, 500]", 1.0), ("[0, 0, 500, 250]", 0.5), ("[250, 0, 750, 500]", 1 / 3),
-    ("[500, 500, 1000, 1000]", 0.0)])
+@pytest.mark.parametrize(
+    "answer, iou",
+    [
+        ("[0, 0, 500, 500]", 1.0),
+        ("[0, 0, 500, 250]", 0.5),
+        ("[250, 0, 750, 500]", 1 / 3),
+        ("[500, 500, 1000, 1000]", 0.0),
+    ],
+)
 def test_normalised_boxes_earn_their_iou_and_accuracy_from_half(answer, iou):
     task, example = referring()
     assert example.answer == [0, 0, 500, 500]
@@ -118,9 +148,19 @@ def test_absolute_coordinates_are_pixels_of_the_resized_image():
     assert task.verify(example, "[0, 0, 197, 56]").parts["format"] == 0.0
 
 
-@pytest.mark.parametrize("answer, iou, valid", [
-    ("1.0-3.0", 1.0, 1), ("1-3", 1.0, 1), ("2.0-4.0", 1 / 3, 1), ("1.0-2.0", 0.5, 1), ("3.0-1.0", 0.0, 1),
-    ("5-6", 0.0, 1), ("1.0 to 3.0", 0.0, 0), ("1.0-3.0s", 0.0, 0)])
+@pytest.mark.parametrize(
+    "answer, iou, valid",
+    [
+        ("1.0-3.0", 1.0, 1),
+        ("1-3", 1.0, 1),
+        ("2.0-4.0", 1 / 3, 1),
+        ("1.0-2.0", 0.5, 1),
+        ("3.0-1.0", 0.0, 1),
+        ("5-6", 0.0, 1),
+        ("1.0 to 3.0", 0.0, 0),
+        ("1.0-3.0s", 0.0, 0),
+    ],
+)
 def test_temporal_iou_by_hand(answer, iou, valid):
     task = TemporalGrounding(answer_format="tags", format_weight=0.5)
     item = Moments(Video(np.zeros((8, 16, 16, 3), np.uint8), 2.0), [("a person sits down", [1.0, 3.0])])

@@ -1,4 +1,5 @@
-"""The contract every Task subclass meets; a new task file is picked up and tested here with no edit."""
+"""The contract every Task subclass meets; a new task file is picked up and tested here with no
+edit."""
 
 import inspect
 import json
@@ -16,9 +17,7 @@ from tests.helpers import discover
 TASKS = discover(tasks, Task)
 FORMATS = [("tags", False), ("tags", True), ("boxed", False), ("boxed", True), ("bare", False)]
 by_name = pytest.mark.parametrize("cls", TASKS, ids=lambda c: c.__name__)
-by_format = pytest.mark.parametrize(
-    "answer_format, think", FORMATS, ids=[f"{f}-think{t:d}" for f, t in FORMATS]
-)
+by_format = pytest.mark.parametrize("answer_format, think", FORMATS, ids=[f"{f}-think{t:d}" for f, t in FORMATS])
 
 
 def _example(cls, sample_item, seed=0, **kwargs):
@@ -47,7 +46,8 @@ def _junk(task, example):
 
 
 def _freeze(value):
-    """A comparable stand-in for a content value: images and arrays by their bytes (an array's repr elides)."""
+    """A comparable stand-in for a content value: images and arrays by their bytes (an array's repr
+    elides)."""
     if isinstance(value, Image.Image):
         return value.mode, value.size, value.tobytes()
     if isinstance(value, np.ndarray):
@@ -149,8 +149,7 @@ def test_a_valid_wrong_answer_earns_format_but_no_accuracy(cls, sample_item):
     task, example = _example(cls, sample_item, answer_format="tags", format_weight=0.5)
     right = task.answer_text(example)
     # answers of other examples of the task are valid answers here too (same answer space)
-    others = {task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed)))
-              for seed in range(50)}
+    others = {task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed))) for seed in range(50)}
     wrong = sorted(others - {right})[0]
     reward = task.verify(example, answers.wrap(wrong, "tags", False))
     assert reward.parts["format"] == 1.0 and reward.parts["accuracy"] < 1.0

@@ -39,8 +39,10 @@ def test_a_single_image_stands_for_two_by_its_halves():
 def test_views_have_the_configured_size_and_augmentations_vary():
     task = Contrastive(size=32)
     pair = [_flat((10, 120, 30)), _flat((90, 20, 200))]
-    views = [[p["image"] for p in task.make_example(pair, random.Random(s)).messages[0]["content"]
-              if p["type"] == "image"] for s in range(4)]
+    views = [
+        [p["image"] for p in task.make_example(pair, random.Random(s)).messages[0]["content"] if p["type"] == "image"]
+        for s in range(4)
+    ]
     assert all(v.size == (32, 32) for vs in views for v in vs)
     assert len({v.tobytes() for vs in views for v in vs}) > 4
 

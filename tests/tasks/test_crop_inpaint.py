@@ -1,4 +1,5 @@
-"""CropInpaint: pasting the answered option into the hole restores the image; every distractor does not."""
+"""CropInpaint: pasting the answered option into the hole restores the image; every distractor does
+not."""
 
 import random
 

@@ -1,5 +1,6 @@
-"""Every task is an SFT dataset: its demonstration (perfect answer, plus the templated reasoning a task states
-when asked to think) earns the top reward; the jigsaws' reasoning spells out the answer it leads to."""
+"""Every task is an SFT dataset: its demonstration (perfect answer, plus the templated reasoning a
+task states when asked to think) earns the top reward; the jigsaws' reasoning spells out the answer
+it leads to."""
 
 import random
 
@@ -40,8 +41,10 @@ def test_jigsaw_pair_reasoning_states_both_origins_then_the_relation():
     example = task.make_example(make_item("image"), random.Random(0))
     first, second = example.meta["pair"]
     origin = {piece: example.meta["shown"][piece - 1] + 1 for piece in (first, second)}  # 1-based columns
-    expected = (f"Piece {first} comes from row 1, column {origin[first]} of the original image and piece {second} "
-                f"from row 1, column {origin[second]}, so piece {first} is {example.answer} piece {second}.")
+    expected = (
+        f"Piece {first} comes from row 1, column {origin[first]} of the original image and piece {second} "
+        f"from row 1, column {origin[second]}, so piece {first} is {example.answer} piece {second}."
+    )
     assert task.reasoning(example) == expected
     relation = "directly left of" if origin[first] < origin[second] else "directly right of"
     assert example.answer == relation
@@ -51,5 +54,6 @@ def test_jigsaw_single_reasoning_names_the_position_asked_for():
     task = JigsawSingle(rows=1, cols=2, answer_format="tags", think=True)
     example = task.make_example(make_item("image"), random.Random(0))
     piece, answer = example.meta["piece"], example.answer
-    assert task.reasoning(example) == (f"Piece {piece} shows the part at row 1, column {answer} of the original "
-                                       f"image, which is position {answer}.")
+    assert task.reasoning(example) == (
+        f"Piece {piece} shows the part at row 1, column {answer} of the original image, which is position {answer}."
+    )

@@ -1,4 +1,5 @@
-"""Depth tasks: answers follow the depth map and intrinsics (change the depth, the answer changes with it)."""
+"""Depth tasks: answers follow the depth map and intrinsics (change the depth, the answer changes
+with it)."""
 
 import itertools
 import math
@@ -17,8 +18,9 @@ STRIPS = [(8, 40), (48, 80), (88, 120)]  # columns of three upright flat panels
 
 
 def strips(depths, gap=np.nan) -> RGBD:
-    """Three flat panels side by side at ``depths``, invalid depth (``gap``) between and around them; the colour
-    image is the same whatever the depths, so only the depth can tell the answers apart."""
+    """Three flat panels side by side at ``depths``, invalid depth (``gap``) between and around
+    them; the colour image is the same whatever the depths, so only the depth can tell the answers
+    apart."""
     depth = np.full((H, W), gap, dtype=np.float32)
     rgb = np.full((H, W, 3), 90, dtype=np.uint8)
     for (left, right), z, colour in zip(STRIPS, depths, [(200, 40, 40), (40, 200, 40), (40, 40, 200)], strict=True):
@@ -31,8 +33,9 @@ def strip_of(point) -> int:
     return next(i for i, (left, right) in enumerate(STRIPS) if left <= point[0] < right)
 
 
-@pytest.mark.parametrize("task", [DepthOrder(points=3, min_distance=0.1), RegionalDepthOrder(patch=0.1)],
-                         ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "task", [DepthOrder(points=3, min_distance=0.1), RegionalDepthOrder(patch=0.1)], ids=lambda t: t.name
+)
 def test_order_follows_the_depth_and_nothing_else(task):
     orders, marked = set(), set()
     for depths in itertools.permutations([1.5, 3.5, 5.5]):  # normalised: 0, 0.5 and 1
@@ -74,12 +77,23 @@ def test_items_without_enough_depth_are_skipped_with_a_reason():
         DepthOrder().make_example(RGBD(np.zeros((4, 4, 3), np.uint8), np.ones((5, 4)), K), random.Random(0))
 
 
-@pytest.mark.parametrize("facing, displacement, expected", [
-    ("away", (1.0, 0.0), "right"), ("away", (-1.0, 0.0), "left"), ("away", (0.0, 1.0), "front"),
-    ("away", (0.0, -1.0), "back"), ("away", (1.0, 1.0), "front-right"), ("toward", (1.0, 0.0), "left"),
-    ("toward", (0.0, 1.0), "back"), ("toward", (-1.0, -1.0), "front-right"), ("left", (-1.0, 0.0), "front"),
-    ("left", (0.0, 1.0), "right"), ("right", (0.0, 1.0), "left"), ("right", (1.0, -1.0), "front-right"),
-])
+@pytest.mark.parametrize(
+    "facing, displacement, expected",
+    [
+        ("away", (1.0, 0.0), "right"),
+        ("away", (-1.0, 0.0), "left"),
+        ("away", (0.0, 1.0), "front"),
+        ("away", (0.0, -1.0), "back"),
+        ("away", (1.0, 1.0), "front-right"),
+        ("toward", (1.0, 0.0), "left"),
+        ("toward", (0.0, 1.0), "back"),
+        ("toward", (-1.0, -1.0), "front-right"),
+        ("left", (-1.0, 0.0), "front"),
+        ("left", (0.0, 1.0), "right"),
+        ("right", (0.0, 1.0), "left"),
+        ("right", (1.0, -1.0), "front-right"),
+    ],
+)
 def test_relation_by_hand(facing, displacement, expected):
     observer = np.array([0.5, 0.3, 3.0])
     other = observer + np.array([displacement[0], -0.7, displacement[1]])  # height is ignored
@@ -92,14 +106,16 @@ def test_relation_refuses_close_or_borderline_pairs():
     task = RelativePosition3D(margin=10.0, min_separation=0.2)
     observer = np.array([0.0, 0.0, 4.0])
     assert task.relation(observer, observer + [1.0, 0, 0.0], "away") == "right"
-    # "right" spans 67.5-112.5 degrees from straight ahead: 80 is 12.5 inside it, 75 is within the 10 degree margin
+    # "right" spans 67.5-112.5 degrees from straight ahead: 80 is 12.5 inside it, 75 is within the
+    # 10 degree margin
     assert task.relation(observer, observer + [1.0, 0, math.tan(math.radians(10))], "away") == "right"
     assert task.relation(observer, observer + [1.0, 0, math.tan(math.radians(15))], "away") is None
     assert task.relation(observer, observer + [0.7, 0, 0.0], "away") is None  # under 0.2 x 4 m apart
 
 
 def reference_relation(observer, other, facing) -> str:
-    """An independent reading of the geometry: rotate the ground-plane displacement into the observer's frame."""
+    """An independent reading of the geometry: rotate the ground-plane displacement into the
+    observer's frame."""
     heading = {"away": 0.0, "right": 90.0, "toward": 180.0, "left": 270.0}[facing]  # clockwise seen from above
     bearing = math.degrees(math.atan2(other[0] - observer[0], other[2] - observer[2]))  # clockwise from +z
     sector = round(((bearing - heading) % 360) / 45) % 8
@@ -129,7 +145,8 @@ def test_relative_position_follows_back_projected_depth(depths):
 
 def test_moving_a_region_behind_the_observer_flips_front_and_back():
     task = RelativePosition3D(facing_weights=[0, 0, 0, 1], patch=0.1, min_separation=0.05)
-    # facing away from the camera; the right panel moves from 6 m (behind the left one at 3 m) to 1 m (in front)
+    # facing away from the camera; the right panel moves from 6 m (behind the left one at 3 m) to 1
+    # m (in front)
     flip = {"front-right": "back-right", "back-left": "front-left"}
     compared = 0
     for seed in range(15):
@@ -156,7 +173,7 @@ def test_colour_markers_are_opaque_discs_of_the_named_colours_without_digits():
     points = [(20, 30), (60, 15), (40, 45)]
     marked = np.asarray(draw_markers(rgb, points, radius=8, colours=True)).astype(int)
     for (u, v), colour in zip(points, [(230, 20, 20), (30, 80, 240), (250, 220, 20)], strict=True):
-        inside = marked[v - 4:v + 5, u - 4:u + 5]  # [9, 9, 3]: no white digit, no blend with the background
+        inside = marked[v - 4 : v + 5, u - 4 : u + 5]  # [9, 9, 3]: no white digit, no blend with the background
         assert (inside == colour).all(), (u, v)
         assert (marked[v, u - 8] < 40).all()  # a dark ring at the edge
     assert (marked[5, 5] == 90).all()
@@ -169,7 +186,8 @@ def test_colour_labels_name_the_nearest_colour_first():
     for depths in itertools.permutations([1.5, 3.5, 5.5]):
         example = task.make_example(strips(depths), random.Random(0))
         image = np.asarray(next(p["image"] for p in example.messages[0]["content"] if p["type"] == "image"))
-        # the colour drawn at each point, named: what the policy sees is what the answer is written in
+        # the colour drawn at each point, named: what the policy sees is what the answer is written
+        # in
         name_of = {colour: name for name, colour in MARKER_COLOURS.items()}
         by_depth = sorted(example.meta["points"], key=lambda p: depths[strip_of(p)])
         expected = ", ".join(name_of[tuple(map(int, image[v, u]))] for u, v in by_depth)
@@ -179,13 +197,26 @@ def test_colour_labels_name_the_nearest_colour_first():
         assert task.verify(example, task.render_answer(example)).parts["exact"] == 1.0
 
 
-@pytest.mark.parametrize("answer, exact", [
-    ("blue, red, yellow", 1.0), ("Blue red YELLOW", 1.0), ("red, blue, yellow", 0.0), ("blue, red", None),
-    ("blue, red, red", None), ("2, 1, 3", None), ("blue, red, green", None), ("blue-red-yellow", None)])
+@pytest.mark.parametrize(
+    "answer, exact",
+    [
+        ("blue, red, yellow", 1.0),
+        ("Blue red YELLOW", 1.0),
+        ("red, blue, yellow", 0.0),
+        ("blue, red", None),
+        ("blue, red, red", None),
+        ("2, 1, 3", None),
+        ("blue, red, green", None),
+        ("blue-red-yellow", None),
+    ],
+)
 def test_colour_answers_are_read_by_name(answer, exact):
     task = DepthOrder(points=3, min_distance=0.1, labels="colours", reward="exact", answer_format="bare")
-    example = next(e for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
-                   if e.answer == [2, 1, 3])
+    example = next(
+        e
+        for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
+        if e.answer == [2, 1, 3]
+    )
     assert (task.parse(answer, 3) is None) == (exact is None)
     parts = task.verify(example, answer).parts
     assert parts["format"] == float(exact is not None) and parts["exact"] == (exact or 0.0)
@@ -195,8 +226,9 @@ def test_colour_answers_are_read_by_name(answer, exact):
 
 
 def test_colour_choice_lists_coloured_orders_and_grades_the_letter():
-    task = DepthOrder(points=2, min_distance=0.1, labels="colours", style="choice", reward="exact",
-                      answer_format="bare")
+    task = DepthOrder(
+        points=2, min_distance=0.1, labels="colours", style="choice", reward="exact", answer_format="bare"
+    )
     example = task.make_example(strips([1.5, 5.5, 3.5]), random.Random(0))
     assert "A) red, blue\nB) blue, red\n" in example.prompt_text and "lists the colours" in example.prompt_text
     right = "A" if example.answer == [1, 2] else "B"
@@ -227,15 +259,29 @@ def test_choice_style_letters_every_order_and_grades_the_chosen_one():
 
 @pytest.mark.parametrize(
     "answer, accuracy",
-    [("2-1-3", 1.0), (" 2 - 1 - 3 ", 1.0), ("1-2-3", 0.0),  # only 3 in place: fraction 1/3, footrule 1 - 2/4
-     ("2, 1, 3", None), ("2 1 3", None), ("2-1", None), ("2-1-3-3", None), ("2-1-4", None), ("2--1-3", None),
-     ("-2-1-3", None), ("2-1-3.", None)],
+    [
+        ("2-1-3", 1.0),
+        (" 2 - 1 - 3 ", 1.0),
+        ("1-2-3", 0.0),  # only 3 in place: fraction 1/3, footrule 1 - 2/4
+        ("2, 1, 3", None),
+        ("2 1 3", None),
+        ("2-1", None),
+        ("2-1-3-3", None),
+        ("2-1-4", None),
+        ("2--1-3", None),
+        ("-2-1-3", None),
+        ("2-1-3.", None),
+    ],
 )
 def test_dash_separator_reads_spatial_ssrl_answers(answer, accuracy):
-    # Spatial-SSRL writes the regions from the smallest to the largest depth as 'Smallest-Middle-Largest'
+    # Spatial-SSRL writes the regions from the smallest to the largest depth as
+    # 'Smallest-Middle-Largest'
     task = RegionalDepthOrder(patch=0.1, separator="dash", reward="exact", answer_format="bare", format_weight=0.1)
-    example = next(e for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
-                   if e.answer == [2, 1, 3])
+    example = next(
+        e
+        for e in (task.make_example(strips([3.5, 1.5, 5.5]), random.Random(s)) for s in range(50))
+        if e.answer == [2, 1, 3]
+    )
     assert task.answer_text(example) == "2-1-3"
     assert "format 'Smallest-Middle-Largest'" in example.prompt_text
     parts = task.verify(example, answer).parts

@@ -1,4 +1,5 @@
-"""EmbodiedInverseDynamics: lettered (fixed or shuffled options) or named answers over the agent's action set."""
+"""EmbodiedInverseDynamics: lettered (fixed or shuffled options) or named answers over the agent's
+action set."""
 
 import random
 
@@ -35,5 +36,6 @@ def test_named_answers(answer, accuracy):
 def test_an_action_outside_the_set_is_skipped():
     item = make_item("frame_pair")
     with pytest.raises(SkipItem):
-        EmbodiedInverseDynamics().make_example(FramePair(item.before, item.after, "jump", item.actions),
-                                               random.Random(0))
+        EmbodiedInverseDynamics().make_example(
+            FramePair(item.before, item.after, "jump", item.actions), random.Random(0)
+        )

@@ -1,5 +1,6 @@
-"""SRL's step-wise task (`tasks.ExpertSteps`): the expert's first steps in the prompt, one step asked for, SRL's
-sequence-similarity reward (hand-computed), and -1 for an invalid step when asked."""
+"""SRL's step-wise task (`tasks.ExpertSteps`): the expert's first steps in the prompt, one step
+asked for, SRL's sequence-similarity reward (hand-computed), and -1 for an invalid step when
+asked."""
 
 import random
 
@@ -23,19 +24,22 @@ def test_the_prompt_gives_the_expert_steps_before_the_one_asked_for():
     assert {ex.meta["step"] for ex in examples} == {1, 2, 3}  # never the last step, which the others fix
     for ex in examples:
         order, step = ex.meta["order"], ex.meta["step"]
-        assert ex.task == "jigsaw_steps" and ex.answer == order[step - 1] and ex.meta["given"] == order[:step - 1]
+        assert ex.task == "jigsaw_steps" and ex.answer == order[step - 1] and ex.meta["given"] == order[: step - 1]
         text = ex.messages[0]["content"][-1]["text"]
         assert f"Give only number {step} of the answer: one number from 1 to 4." in text
         assert text.endswith(task.instruction()) and text.count("<answer>") == 1  # the wrapped instruction is gone
         if step > 1:
-            assert "The first {} numbers of that answer are: {}.".format(
-                step - 1, ", ".join(map(str, order[:step - 1]))) in text
+            assert (
+                "The first {} numbers of that answer are: {}.".format(step - 1, ", ".join(map(str, order[: step - 1])))
+                in text
+            )
 
 
 def test_reward_is_the_similarity_and_an_invalid_step_pays_the_penalty():
     task = ExpertSteps(Jigsaw(rows=3, cols=4), answer_format="tags", format_weight=0.5, format_penalty=1.0)
-    example = next(ex for seed in range(200)
-                   if (ex := task.make_example(make_item("image"), random.Random(seed))).answer == 12)
+    example = next(
+        ex for seed in range(200) if (ex := task.make_example(make_item("image"), random.Random(seed))).answer == 12
+    )
     right = task.verify(example, "<answer>12</answer>")
     assert right.total == pytest.approx(1.5) and right.parts["exact"] == 1.0
     near = task.verify(example, "<answer>2</answer>")  # "2" in "12": M = 1, T = 3

@@ -24,8 +24,9 @@ def test_unflipping_the_named_patch_restores_the_image():
         tiles = grid.cut(shown, 2, 2, 1)
         assert not np.array_equal(np.asarray(tiles[patch]), np.asarray(grid.cut(item, 2, 2, 1)[patch]))
         tiles[patch] = tiles[patch].transpose(FLIPS[direction])
-        assert np.array_equal(np.asarray(grid.paste(tiles, 2, 2)), np.asarray(grid.paste(grid.cut(item, 2, 2, 1),
-                                                                                         2, 2)))
+        assert np.array_equal(
+            np.asarray(grid.paste(tiles, 2, 2)), np.asarray(grid.paste(grid.cut(item, 2, 2, 1), 2, 2))
+        )
     assert directions == {0, 1}
 
 
@@ -41,8 +42,12 @@ def test_parts_credit_patch_and_direction_separately():
     example = task.make_example(make_item("image"), random.Random(0))
     patch, direction = example.answer
     other = (patch + 1) % 4
-    assert task.verify(example, f"{patch}-{1 - direction}").parts == \
-        {"accuracy": 0.0, "patch": 1.0, "direction": 0.0, "format": 1.0}
+    assert task.verify(example, f"{patch}-{1 - direction}").parts == {
+        "accuracy": 0.0,
+        "patch": 1.0,
+        "direction": 0.0,
+        "format": 1.0,
+    }
     assert task.verify(example, f"{other}-{direction}").parts["direction"] == 1.0
     for bad in ("4-0", "1-2", "1", "1-0-0"):
         assert task.verify(example, bad).parts["format"] == 0.0

@@ -25,8 +25,9 @@ def test_targets_are_labelled_leaves():
 
 
 def test_elements_off_the_screenshot_are_cut_to_it_or_never_asked_for():
-    """A tree may list elements partly or wholly off the screenshot (scrolled away, a stale dump): the target
-    is the part on the screen, so the right answer always lies on it and earns the full reward."""
+    """A tree may list elements partly or wholly off the screenshot (scrolled away, a stale dump):
+    the target is the part on the screen, so the right answer always lies on it and earns the full
+    reward."""
     transition = sample_transition()
     transition.nodes = [Node((100, 150, 400, 190), "Half off", "button"), Node((130, 0, 300, 40), "Gone", "button")]
     task = GUIGrounding(answer_format="bare")
@@ -39,8 +40,17 @@ def test_elements_off_the_screenshot_are_cut_to_it_or_never_asked_for():
         task.make_example(transition, random.Random(0))
 
 
-@pytest.mark.parametrize("answer, accuracy", [("(80, 170)", 1.0), ("110,190", 1.0), ("(95.5, 180.25)", 1.0),
-                                              ("(79, 180)", 0.0), ("(95, 191)", 0.0), ("(60, 30)", 0.0)])
+@pytest.mark.parametrize(
+    "answer, accuracy",
+    [
+        ("(80, 170)", 1.0),
+        ("110,190", 1.0),
+        ("(95.5, 180.25)", 1.0),
+        ("(79, 180)", 0.0),
+        ("(95, 191)", 0.0),
+        ("(60, 30)", 0.0),
+    ],
+)
 def test_point_in_box_with_edges(answer, accuracy):
     task, example = example_for("Send")
     parts = task.verify(example, answer).parts

@@ -1,4 +1,5 @@
-"""GUIInverseDynamics rewards on hand-made cases: box edges, nested nodes, a missing tree, strict JSON."""
+"""GUIInverseDynamics rewards on hand-made cases: box edges, nested nodes, a missing tree, strict
+JSON."""
 
 import json
 import random
@@ -28,7 +29,8 @@ def test_a_click_on_the_edge_or_inside_the_smallest_node_is_right(x, y):
 
 @pytest.mark.parametrize("x, y", [(79, 180), (111, 180), (95, 169), (95, 191), (20, 180), (60, 100)])
 def test_a_click_outside_the_smallest_node_misses_even_inside_its_parent(x, y):
-    # (20, 180) is inside the bottom bar holding "Send", (60, 100) inside the list: containers do not count
+    # (20, 180) is inside the bottom bar holding "Send", (60, 100) inside the list: containers do
+    # not count
     parts = reward(click(x, y)).parts
     assert parts == {"accuracy": 0.0, "action_type": 1.0, "format": 1.0}
 
@@ -52,22 +54,25 @@ def test_a_click_no_node_contains_falls_back_to_the_radius():
     assert task.verify(example, '<answer>{"action": "click", "x": 95, "y": 187}</answer>').parts["accuracy"] == 0.0
 
 
-@pytest.mark.parametrize("completion", [
-    '{"action": "click", "x": 95, "y": 180',  # truncated
-    "{'action': 'click', 'x': 95, 'y': 180}",  # a Python dict, not JSON
-    '```json\n{"action": "click", "x": 95, "y": 180}\n```',  # a code fence around it
-    '{"action": "click", "x": 95, "y": 180} {"action": "wait"}',  # two objects
-    '[{"action": "click", "x": 95, "y": 180}]',  # a list
-    '{"action": "click", "x": NaN, "y": 180}',
-    '{"action": "click", "x": "95", "y": 180}',  # a string coordinate
-    '{"action": "click", "x": true, "y": 180}',
-    '{"action": "click", "x": 95, "x": 96, "y": 180}',  # duplicate key
-    '{"action": "click", "x": 95}',  # missing y
-    '{"action": "tap", "x": 95, "y": 180}',  # unknown type
-    "__import__('os').system('true')",
-    '{"action": "click", "x": 1' + "0" * 5000 + ', "y": 180}',
-    "[" * 100_000,
-])
+@pytest.mark.parametrize(
+    "completion",
+    [
+        '{"action": "click", "x": 95, "y": 180',  # truncated
+        "{'action': 'click', 'x': 95, 'y': 180}",  # a Python dict, not JSON
+        '```json\n{"action": "click", "x": 95, "y": 180}\n```',  # a code fence around it
+        '{"action": "click", "x": 95, "y": 180} {"action": "wait"}',  # two objects
+        '[{"action": "click", "x": 95, "y": 180}]',  # a list
+        '{"action": "click", "x": NaN, "y": 180}',
+        '{"action": "click", "x": "95", "y": 180}',  # a string coordinate
+        '{"action": "click", "x": true, "y": 180}',
+        '{"action": "click", "x": 95, "x": 96, "y": 180}',  # duplicate key
+        '{"action": "click", "x": 95}',  # missing y
+        '{"action": "tap", "x": 95, "y": 180}',  # unknown type
+        "__import__('os').system('true')",
+        '{"action": "click", "x": 1' + "0" * 5000 + ', "y": 180}',
+        "[" * 100_000,
+    ],
+)
 def test_malformed_json_earns_nothing(completion):
     assert reward(completion).parts == {"accuracy": 0.0, "action_type": 0.0, "format": 0.0}
 
@@ -77,8 +82,9 @@ def test_extra_keys_make_the_answer_invalid():
     assert reward({"action_type": "click", "x": 95, "y": 180}).parts["format"] == 0.0  # AndroidControl's key
 
 
-@pytest.mark.parametrize("x, y, valid", [(-1, 180, False), (121, 180, False), (95, 200.5, False),
-                                         (120, 200, True), (0, 0, True)])
+@pytest.mark.parametrize(
+    "x, y, valid", [(-1, 180, False), (121, 180, False), (95, 200.5, False), (120, 200, True), (0, 0, True)]
+)
 def test_coordinates_outside_the_screen_are_invalid(x, y, valid):
     parts = reward(click(x, y)).parts
     assert parts["format"] == float(valid) and parts["accuracy"] == 0.0
@@ -90,8 +96,16 @@ def test_the_wrong_action_type_earns_format_only():
     assert reward({"action": "navigate_back"}).parts["action_type"] == 0.0
 
 
-@pytest.mark.parametrize("typed, right", [("hello world", True), ("  Hello   WORLD ", True), ("Ｈｅｌｌｏ World", True),
-                                          ("hello world!", False), ("helloworld", False)])
+@pytest.mark.parametrize(
+    "typed, right",
+    [
+        ("hello world", True),
+        ("  Hello   WORLD ", True),
+        ("Ｈｅｌｌｏ World", True),
+        ("hello world!", False),
+        ("helloworld", False),
+    ],
+)
 def test_typed_text_is_compared_normalised(typed, right):
     truth = {"action": "type", "text": "Hello  World"}
     assert reward({"action": "type", "text": typed}, action=truth).parts["accuracy"] == float(right)
@@ -101,8 +115,11 @@ def test_typed_text_is_compared_normalised(typed, right):
 def test_scroll_needs_the_direction_and_app_the_name():
     truth = {"action": "scroll", "direction": "down"}
     assert reward({"action": "scroll", "direction": "down"}, action=truth).parts["accuracy"] == 1.0
-    assert reward({"action": "scroll", "direction": "up"}, action=truth).parts == \
-        {"accuracy": 0.0, "action_type": 1.0, "format": 1.0}
+    assert reward({"action": "scroll", "direction": "up"}, action=truth).parts == {
+        "accuracy": 0.0,
+        "action_type": 1.0,
+        "format": 1.0,
+    }
     assert reward({"action": "scroll", "direction": "sideways"}, action=truth).parts["format"] == 0.0
     app = {"action": "open_app", "app_name": "Gmail"}  # AndroidControl's field name in the recorded action
     assert reward({"action": "open_app", "app": "gmail"}, action=app).parts["accuracy"] == 1.0

@@ -1,4 +1,5 @@
-"""Jigsaw: the original image is rebuilt from the shown tiles and the rendered answer, pixel for pixel."""
+"""Jigsaw: the original image is rebuilt from the shown tiles and the rendered answer, pixel for
+pixel."""
 
 import random
 
@@ -85,16 +86,23 @@ def _example_with_answer(task, truth):
 
 @pytest.mark.parametrize(
     "reward, accuracy",
-    # truth 1, 2, 3, 4 answered 2, 1, 3, 4: two of four in place; footrule distance 2 of max floor(16 / 2) = 8;
-    # of the 4 neighbour pairs (1|2, 3|4 side by side, 1/3, 2/4 one above the other) only 3|4 is kept
+    # truth 1, 2, 3, 4 answered 2, 1, 3, 4: two of four in place; footrule distance 2 of max
+    # floor(16 / 2) = 8; of the 4 neighbour pairs (1|2, 3|4 side by side, 1/3, 2/4 one above the
+    # other) only 3|4 is kept
     [("exact", 0.0), ("fraction", 0.5), ("footrule", 0.75), ("connections", 0.25)],
 )
 def test_reward_modes_on_one_swap(reward, accuracy):
     task = Jigsaw(reward=reward)
     example = _example_with_answer(task, [1, 2, 3, 4])
     parts = task.verify(example, "<answer>2, 1, 3, 4</answer>").parts
-    assert parts == {"accuracy": accuracy, "exact": 0.0, "fraction": 0.5, "footrule": 0.75, "connections": 0.25,
-                     "format": 1.0}
+    assert parts == {
+        "accuracy": accuracy,
+        "exact": 0.0,
+        "fraction": 0.5,
+        "footrule": 0.75,
+        "connections": 0.25,
+        "format": 1.0,
+    }
 
 
 def test_one_swap_on_a_shuffled_truth():
@@ -113,15 +121,22 @@ def test_non_permutations_earn_nothing(answer):
     example = _example_with_answer(task, [1, 2, 3, 4])
     reward = task.verify(example, answer)
     # not a valid answer at all: no accuracy and no format reward
-    assert reward.parts == {"accuracy": 0.0, "exact": 0.0, "fraction": 0.0, "footrule": 0.0, "connections": 0.0,
-                            "format": 0.0}
+    assert reward.parts == {
+        "accuracy": 0.0,
+        "exact": 0.0,
+        "fraction": 0.0,
+        "footrule": 0.0,
+        "connections": 0.0,
+        "format": 0.0,
+    }
     assert reward.total == 0.0
 
 
 def test_partial_credit_scales_valid_wrong_orders_only():
     task = Jigsaw(reward="fraction", partial_credit=0.2, answer_format="bare", format_weight=0.2)
     example = _example_with_answer(task, [1, 2, 3, 4])
-    # one swap: half the positions right -> 0.2 * 0.5, plus the format reward for a valid permutation
+    # one swap: half the positions right -> 0.2 * 0.5, plus the format reward for a valid
+    # permutation
     assert task.verify(example, "2, 1, 3, 4").total == pytest.approx(0.2 * 0.5 + 0.2)
     assert task.verify(example, "1, 2, 3, 4").total == pytest.approx(1.0 + 0.2)
     with pytest.raises(ValueError, match="partial_credit"):
@@ -155,8 +170,15 @@ def test_any_image_mode_is_converted():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"rows": 1, "cols": 1}, {"rows": 0, "cols": 4}, {"reward": "kendall"}, {"min_tile": 0},
-               {"mask_ratio": 0.5}, {"mask_ratio": -0.1}]
+    "kwargs",
+    [
+        {"rows": 1, "cols": 1},
+        {"rows": 0, "cols": 4},
+        {"reward": "kendall"},
+        {"min_tile": 0},
+        {"mask_ratio": 0.5},
+        {"mask_ratio": -0.1},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
@@ -173,7 +195,8 @@ def test_bad_arguments_raise(kwargs):
         ([1, 2, 3], [2, 3, 1], 3, 1, 0.5),  # one column: 2 above 3 kept
         ([4, 2, 1, 3], [4, 2, 1, 3], 2, 2, 1.0),
         ([1, 2, 3, 4, 5, 6], [3, 1, 2, 6, 4, 5], 2, 3, 5 / 7),  # rows shifted: 1|2, 4|5 and all 3 columns kept
-        # 1|2 now straddle a row break (end of row 1, start of row 2): not side by side; 1 is still above 3
+        # 1|2 now straddle a row break (end of row 1, start of row 2): not side by side; 1 is still
+        # above 3
         ([1, 2, 3, 4], [4, 1, 2, 3], 2, 2, 0.25),
     ],
 )
@@ -200,7 +223,8 @@ def test_mask_ratio_blacks_out_the_borders_as_jigsaw_r1_does():
     example = task.make_example(make_item("image"), random.Random(0))  # 112 x 84: 56 x 42 cells
     (shown,) = [p["image"] for p in example.messages[0]["content"] if p["type"] == "image"]
     shown = np.asarray(shown)
-    # int(0.2 * 42) = 8 rows, int(0.2 * 56) = 11 columns at the edges; half of each (4, 5) on both sides of a seam
+    # int(0.2 * 42) = 8 rows, int(0.2 * 56) = 11 columns at the edges; half of each (4, 5) on both
+    # sides of a seam
     assert (shown[:8] == 0).all() and (shown[38:46] == 0).all() and (shown[:, 51:61] == 0).all()
     assert shown[8:38, 11:51].min() > 0
     assert "blacked out" in example.prompt_text

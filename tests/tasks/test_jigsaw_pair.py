@@ -50,8 +50,10 @@ def test_separate_tiles_and_wrong_letters():
 
 def test_swap_transposes_the_grid_half_the_time():
     task = JigsawPair(rows=3, cols=1, swap=True)
-    grids = [(e.meta["rows"], e.meta["cols"]) for e in
-             (task.make_example(make_item("image", s), random.Random(s)) for s in range(40))]
+    grids = [
+        (e.meta["rows"], e.meta["cols"])
+        for e in (task.make_example(make_item("image", s), random.Random(s)) for s in range(40))
+    ]
     assert {(3, 1), (1, 3)} == set(grids) and 10 < grids.count((1, 3)) < 30
     for seed in range(6):
         example = task.make_example(make_item("image"), random.Random(seed))
@@ -64,14 +66,16 @@ def test_shuffled_options_put_the_right_relation_at_any_letter():
     by_relation = {}
     for seed in range(40):
         example = shuffled.make_example(make_item("image", seed), random.Random(seed))
-        assert sorted(example.meta["options"]) == sorted(fixed.make_example(make_item("image"), random.Random(0))
-                                                         .meta["options"])
+        assert sorted(example.meta["options"]) == sorted(
+            fixed.make_example(make_item("image"), random.Random(0)).meta["options"]
+        )
         assert shuffled.verify(example, shuffled.render_answer(example)).parts["accuracy"] == 1.0
         by_relation.setdefault(example.answer, set()).add(shuffled.answer_text(example))
         # the prompt lists the options in the shuffled order
         letter = shuffled.answer_text(example)
-        assert f"{letter}) {example.meta['pair'][0]} is {example.answer} {example.meta['pair'][1]}" \
-            in example.prompt_text
+        assert (
+            f"{letter}) {example.meta['pair'][0]} is {example.answer} {example.meta['pair'][1]}" in example.prompt_text
+        )
     assert any(len(letters) > 1 for letters in by_relation.values())  # one relation, several letters
     for seed in range(10):  # fixed order: a relation always has the same letter
         example = fixed.make_example(make_item("image", seed), random.Random(seed))

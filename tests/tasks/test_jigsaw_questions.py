@@ -1,4 +1,5 @@
-"""Jigsaw-R1's multiple-choice, single-piece and box questions: answers follow the pixels, scores by hand."""
+"""Jigsaw-R1's multiple-choice, single-piece and box questions: answers follow the pixels, scores by
+hand."""
 
 import dataclasses
 import random
@@ -19,7 +20,8 @@ def _image(example):
 
 
 def _original_slots(example, item, rows, cols):
-    """For each shown piece (raster order of the composite), the original slot its pixels come from."""
+    """For each shown piece (raster order of the composite), the original slot its pixels come
+    from."""
     shown, originals = grid.cut(_image(example), rows, cols, 1), grid.cut(item, rows, cols, 1)
     return [next(i for i, o in enumerate(originals) if np.array_equal(np.asarray(o), np.asarray(s))) for s in shown]
 
@@ -31,7 +33,8 @@ def test_multiple_truth_is_the_forward_order_and_one_option(rows, cols):
     for seed in range(6):
         item = make_item("image", seed)
         example = task.make_example(item, random.Random(seed))
-        # Jigsaw-R1's forward convention: at each shown position, the original position of the piece there
+        # Jigsaw-R1's forward convention: at each shown position, the original position of the piece
+        # there
         assert example.answer == [slot + 1 for slot in _original_slots(example, item, rows, cols)]
         options = example.meta["options"]
         assert len(options) == 4 and len({tuple(o) for o in options}) == 4 and options.count(example.answer) == 1
@@ -71,11 +74,22 @@ def test_single_answer_is_the_original_position_of_the_named_piece():
     assert len(asked) > 1
 
 
-@pytest.mark.parametrize("answer, parts", [
-    ("3", {"accuracy": 1.0, "format": 1.0}), (" 3 ", {"accuracy": 1.0, "format": 1.0}),
-    ("1", {"accuracy": 0.0, "format": 1.0}), ("4", {"accuracy": 0.0, "format": 1.0}),
-    ("5", None), ("0", None), ("+3", None), ("3.", None), ("three", None), ("3, 1", None), ("(3)", None),
-])
+@pytest.mark.parametrize(
+    "answer, parts",
+    [
+        ("3", {"accuracy": 1.0, "format": 1.0}),
+        (" 3 ", {"accuracy": 1.0, "format": 1.0}),
+        ("1", {"accuracy": 0.0, "format": 1.0}),
+        ("4", {"accuracy": 0.0, "format": 1.0}),
+        ("5", None),
+        ("0", None),
+        ("+3", None),
+        ("3.", None),
+        ("three", None),
+        ("3, 1", None),
+        ("(3)", None),
+    ],
+)
 def test_single_scores_by_hand(answer, parts):
     task = JigsawSingle(rows=2, cols=2, answer_format="bare")
     example = dataclasses.replace(task.make_example(make_item("image"), random.Random(0)), answer=3)
@@ -135,7 +149,8 @@ def test_box_keeps_clear_of_masked_borders_and_is_shown_at_multiples_of_28():
         example = task.make_example(item, random.Random(seed))
         assert _image(example).size == (112, 84) and example.meta["bounds"] == [112, 84]
         for i, (x1, y1, x2, y2) in enumerate(example.meta["boxes"]):
-            # int(0.2 * 112) = 22 at the left and right, int(0.2 * 42) = 8 at the outer edge, 4 at the seam
+            # int(0.2 * 112) = 22 at the left and right, int(0.2 * 42) = 8 at the outer edge, 4 at
+            # the seam
             top, bottom = (8, 4) if i == 0 else (4, 8)
             assert x1 >= 22 and x2 <= 112 - 22 and y1 >= 42 * i + top and y2 <= 42 * (i + 1) - bottom
         assert "blacked out" in example.prompt_text
@@ -143,8 +158,16 @@ def test_box_keeps_clear_of_masked_borders_and_is_shown_at_multiples_of_28():
         JigsawBox(rows=3, cols=3, min_tile=14).make_example(Image.new("RGB", (120, 30)), random.Random(0))
 
 
-@pytest.mark.parametrize("kwargs", [{"rows": 1, "cols": 1}, {"box_size": [0.5, 0.2]}, {"box_size": [0.0, 0.5]},
-                                    {"mask_ratio": 0.5}, {"threshold": 0.0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rows": 1, "cols": 1},
+        {"box_size": [0.5, 0.2]},
+        {"box_size": [0.0, 0.5]},
+        {"mask_ratio": 0.5},
+        {"threshold": 0.0},
+    ],
+)
 def test_box_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         JigsawBox(**kwargs)

@@ -1,4 +1,5 @@
-"""ObjectCounting: shapes land exactly on the chosen frames, the counts match what is drawn, scores by hand."""
+"""ObjectCounting: shapes land exactly on the chosen frames, the counts match what is drawn, scores
+by hand."""
 
 import dataclasses
 import random
@@ -21,7 +22,8 @@ def _video(example):
 
 
 def _components(mask):
-    """Number of 8-connected regions of a boolean mask (a rasterised sharp corner hangs on by a diagonal)."""
+    """Number of 8-connected regions of a boolean mask (a rasterised sharp corner hangs on by a
+    diagonal)."""
     seen, count = np.zeros_like(mask), 0
     for start in zip(*np.nonzero(mask), strict=True):
         if seen[start]:
@@ -48,7 +50,8 @@ def test_drawn_frames_differ_from_the_source_exactly_on_the_chosen_frames():
 
 
 def test_counts_are_the_shapes_drawn():
-    # on black, every shape is one separate blob (shapes never touch), all in the central 70% and bright
+    # on black, every shape is one separate blob (shapes never touch), all in the central 70% and
+    # bright
     task = ObjectCounting(max_frames_per_kind=3, max_per_frame=3)
     for seed in range(20):
         example = task.make_example(_black(48), random.Random(seed))
@@ -92,7 +95,8 @@ def test_every_kind_gets_a_frame_in_a_short_video():
 
 
 def _with_truth(truth, **kwargs):
-    """An example of the task whose hidden counts are replaced by ``truth`` (scoring reads only these)."""
+    """An example of the task whose hidden counts are replaced by ``truth`` (scoring reads only
+    these)."""
     task = ObjectCounting(answer_format="bare", format_weight=0.5, **kwargs)
     example = task.make_example(make_item("video"), random.Random(0))
     return task, dataclasses.replace(example, answer=truth)
@@ -101,12 +105,20 @@ def _with_truth(truth, **kwargs):
 @pytest.mark.parametrize(
     "answer, accuracy, exact",
     [
-        ("3,2,4", 1.0, 1.0), (" 3 , 2,4 ", 1.0, 1.0),
+        ("3,2,4", 1.0, 1.0),
+        (" 3 , 2,4 ", 1.0, 1.0),
         ("3,1,4", (1 + 0.5 + 1) / 3, 0.0),  # squares off by one of two
         ("9,2,4", (0 + 1 + 1) / 3, 0.0),  # an error beyond the truth is clipped at 0
-        ("0,0,0", 0.0, 0.0), ("4,4,2", (2 / 3 + 0 + 0.5) / 3, 0.0),
-        ("3,2", None, None), ("3,2,4,1", None, None), ("3;2;4", None, None), ("3 2 4", None, None),
-        ("3,2,4.", None, None), ("-3,2,4", None, None), ("three,2,4", None, None), ("3,,2,4", None, None),
+        ("0,0,0", 0.0, 0.0),
+        ("4,4,2", (2 / 3 + 0 + 0.5) / 3, 0.0),
+        ("3,2", None, None),
+        ("3,2,4,1", None, None),
+        ("3;2;4", None, None),
+        ("3 2 4", None, None),
+        ("3,2,4.", None, None),
+        ("-3,2,4", None, None),
+        ("three,2,4", None, None),
+        ("3,,2,4", None, None),
         ("circles: 3, squares: 2, triangles: 4", None, None),
     ],
 )
@@ -122,11 +134,17 @@ def test_scores_by_hand(answer, accuracy, exact):
 @pytest.mark.parametrize(
     "answer, accuracy",
     [
-        ("3,2,4", 1.0), ("The answer is 3, 2, 4", 1.0), ("circles: 3, squares: 2, triangles: 4", 1.0),
-        ("3 2 4", 1.0), ("-3;2;4.", 1.0),  # every run of digits is a number, signs and separators aside
+        ("3,2,4", 1.0),
+        ("The answer is 3, 2, 4", 1.0),
+        ("circles: 3, squares: 2, triangles: 4", 1.0),
+        ("3 2 4", 1.0),
+        ("-3;2;4.", 1.0),  # every run of digits is a number, signs and separators aside
         ("3 circles, 1 square, 4 triangles", (1 + 0.5 + 1) / 3),
-        ("3,2", None), ("3, 2, 4 and 1", None), ("3.5, 2, 4", None),  # 4 numbers: 3, 5, 2, 4
-        ("three, two, four", None), ("1234567890,2,4", None),  # a 10-digit run is no count
+        ("3,2", None),
+        ("3, 2, 4 and 1", None),
+        ("3.5, 2, 4", None),  # 4 numbers: 3, 5, 2, 4
+        ("three, two, four", None),
+        ("1234567890,2,4", None),  # a 10-digit run is no count
     ],
 )
 def test_numbers_parse_reads_every_number_as_videossr_does(answer, accuracy):
@@ -159,8 +177,15 @@ def test_unusable_videos_raise_skip_item():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"kinds": []}, {"kinds": ["circle", "circle"]}, {"kinds": ["star"]}, {"max_frames_per_kind": 0},
-     {"max_per_frame": 0}, {"min_gap": 0}, {"parse": "loose"}],
+    [
+        {"kinds": []},
+        {"kinds": ["circle", "circle"]},
+        {"kinds": ["star"]},
+        {"max_frames_per_kind": 0},
+        {"max_per_frame": 0},
+        {"min_gap": 0},
+        {"parse": "loose"},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):

@@ -14,8 +14,12 @@ def _find(image, crop):
     """Top-left corners where ``crop`` occurs in ``image`` exactly."""
     big, small = np.asarray(image).astype(np.int16), np.asarray(crop).astype(np.int16)
     h, w = small.shape[:2]
-    return [(x, y) for y in range(big.shape[0] - h + 1) for x in range(big.shape[1] - w + 1)
-            if np.array_equal(big[y:y + h, x:x + w], small)]
+    return [
+        (x, y)
+        for y in range(big.shape[0] - h + 1)
+        for x in range(big.shape[1] - w + 1)
+        if np.array_equal(big[y : y + h, x : x + w], small)
+    ]
 
 
 def test_the_crop_lies_in_the_answered_quadrant():
@@ -25,7 +29,7 @@ def test_the_crop_lies_in_the_answered_quadrant():
         example = task.make_example(make_item("image", seed), random.Random(seed))
         image, crop = [p["image"] for p in example.messages[0]["content"] if p["type"] == "image"]
         seen.add(example.answer)
-        (x, y), = _find(image, crop)
+        ((x, y),) = _find(image, crop)
         cx, cy = x + crop.width / 2, y + crop.height / 2
         named = QUADRANTS[2 * (cy >= image.height / 2) + (cx >= image.width / 2)]
         assert named == task.render_answer(example).removeprefix("<answer>").removesuffix("</answer>")

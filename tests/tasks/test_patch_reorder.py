@@ -54,8 +54,10 @@ def test_labels_mark_each_patch_at_its_corner_only():
     h, w = a.shape[0] // 2, a.shape[1] // 2
     for r in range(2):
         for c in range(2):
-            assert np.array_equal(a[r * h + h // 2:(r + 1) * h - 3, c * w + 3:(c + 1) * w - 3],
-                                  b[r * h + h // 2:(r + 1) * h - 3, c * w + 3:(c + 1) * w - 3])
+            assert np.array_equal(
+                a[r * h + h // 2 : (r + 1) * h - 3, c * w + 3 : (c + 1) * w - 3],
+                b[r * h + h // 2 : (r + 1) * h - 3, c * w + 3 : (c + 1) * w - 3],
+            )
 
 
 def test_exact_reward_and_graded_parts():
@@ -72,25 +74,42 @@ def test_exact_reward_and_graded_parts():
 
 def test_grids_are_drawn_by_weight_and_named_in_the_prompt():
     task = PatchReorder(grids=["2x2", "1x3", "4x1"], grid_weights=[1, 1, 2])
-    seen = [(e.meta["rows"], e.meta["cols"]) for e in
-            (task.make_example(make_item("image"), random.Random(s)) for s in range(80))]
+    seen = [
+        (e.meta["rows"], e.meta["cols"])
+        for e in (task.make_example(make_item("image"), random.Random(s)) for s in range(80))
+    ]
     assert {(2, 2), (1, 3), (4, 1)} == set(seen) and seen.count((4, 1)) > 25
     assert slot_names(2, 2) == "TopLeft-TopRight-BottomLeft-BottomRight"
     assert slot_names(1, 3) == "Left-Middle-Right"
     assert slot_names(4, 1) == "Top-Middle1-Middle2-Bottom"
 
 
-@pytest.mark.parametrize("spec, kind, layout", [("1x3", "3 shuffled horizontal strips", "'Left-Middle-Right'"),
-                                                ("4x1", "4 shuffled vertical strips", "'Top-Middle1-Middle2-Bottom'"),
-                                                ("2x2", "4 shuffled patches", "'TopLeft-TopRight-")])
+@pytest.mark.parametrize(
+    "spec, kind, layout",
+    [
+        ("1x3", "3 shuffled horizontal strips", "'Left-Middle-Right'"),
+        ("4x1", "4 shuffled vertical strips", "'Top-Middle1-Middle2-Bottom'"),
+        ("2x2", "4 shuffled patches", "'TopLeft-TopRight-"),
+    ],
+)
 def test_strips_are_named_as_spatial_ssrl_names_them(spec, kind, layout):
-    # Spatial-SSRL: one row of strips is "horizontal strips ... 'Left-Middle-Right'", one column is vertical
+    # Spatial-SSRL: one row of strips is "horizontal strips ... 'Left-Middle-Right'", one column is
+    # vertical
     prompt = PatchReorder(grids=[spec]).make_example(make_item("image"), random.Random(0)).prompt_text
     assert kind in prompt and layout in prompt
 
 
-@pytest.mark.parametrize("kwargs", [{"grids": ["2by2"]}, {"grids": ["1x1"]}, {"grids": []}, {"mask": 2.0},
-                                    {"grid_weights": [1, 2]}, {"reward": "kendall"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"grids": ["2by2"]},
+        {"grids": ["1x1"]},
+        {"grids": []},
+        {"mask": 2.0},
+        {"grid_weights": [1, 2]},
+        {"reward": "kendall"},
+    ],
+)
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         PatchReorder(**kwargs)

@@ -1,4 +1,5 @@
-"""Point-cloud tasks: undoing the rendered answer restores the cloud; geometry helpers; rendering."""
+"""Point-cloud tasks: undoing the rendered answer restores the cloud; geometry helpers;
+rendering."""
 
 import random
 

@@ -1,4 +1,5 @@
-"""The repetition penalty (Visual Jigsaw): a long line repeated more than 3 times in a row costs the penalty."""
+"""The repetition penalty (Visual Jigsaw): a long line repeated more than 3 times in a row costs the
+penalty."""
 
 import random
 
@@ -14,7 +15,8 @@ LINE = "the top left tile shows the sky and a roof"  # 10 words
 @pytest.mark.parametrize(
     "text, repeats",
     [
-        ("\n".join([LINE] * 4), True), ("\n".join([LINE] * 3), False),
+        ("\n".join([LINE] * 4), True),
+        ("\n".join([LINE] * 3), False),
         ("\n".join(["one two three four five six seven"] * 4), True),  # exactly 7 words
         ("\n".join(["one two three four five six"] * 9), False),  # 6 words: too short to count
         ("\n\n".join([LINE] * 4), True),  # blank lines are passed over
@@ -29,8 +31,17 @@ def test_repeated_lines_by_hand(text, repeats):
 
 
 def _jigsaw_example(**kwargs):
-    task = Jigsaw(rows=3, cols=3, reward="fraction", partial_credit=0.2, min_tile=1, answer_format="tags",
-                  think=True, format_weight=0.2, **kwargs)
+    task = Jigsaw(
+        rows=3,
+        cols=3,
+        reward="fraction",
+        partial_credit=0.2,
+        min_tile=1,
+        answer_format="tags",
+        think=True,
+        format_weight=0.2,
+        **kwargs,
+    )
     return task, task.make_example(make_item("image"), random.Random(0))
 
 

@@ -22,7 +22,8 @@ def _square(image):
 
 
 def _example_with_angle(task, item, angle):
-    """Search seeds until the task draws ``angle`` (the draw is the task's business, not the test's)."""
+    """Search seeds until the task draws ``angle`` (the draw is the task's business, not the
+    test's)."""
     for seed in range(200):
         example = task.make_example(item, random.Random(seed))
         if example.answer == angle:
@@ -84,13 +85,24 @@ def test_letters_label_the_options_in_order():
 @pytest.mark.parametrize(
     "answer, correct",
     [
-        ("270", True), ("270°", True), ("270 °", True), ("270 degrees", True), ("270 Degree", True),
+        ("270", True),
+        ("270°", True),
+        ("270 °", True),
+        ("270 degrees", True),
+        ("270 Degree", True),
         (" 270 ", True),
         ("-90", True),  # the same rotation modulo 360
         ("630", True),
-        ("90", False), ("0", False),
-        ("270 or 180", None), ("about 270", None), ("ninety", None), ("270.0", None),
-        ("270 degrees counter-clockwise", None), ("270 270", None), ("degrees", None), ("°", None),
+        ("90", False),
+        ("0", False),
+        ("270 or 180", None),
+        ("about 270", None),
+        ("ninety", None),
+        ("270.0", None),
+        ("270 degrees counter-clockwise", None),
+        ("270 270", None),
+        ("degrees", None),
+        ("°", None),
         ("270°°", None),
     ],
 )
@@ -144,8 +156,14 @@ def test_too_small_raises_skip_item():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"angles": [0]}, {"angles": [0, 360]}, {"angles": [90, -270]}, {"labels": "numbers"}, {"min_size": 0},
-     {"answer_format": "json"}],
+    [
+        {"angles": [0]},
+        {"angles": [0, 360]},
+        {"angles": [90, -270]},
+        {"labels": "numbers"},
+        {"min_size": 0},
+        {"answer_format": "json"},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):

@@ -1,5 +1,6 @@
-"""Label-free self-rewards on canned rollouts, each value computed by hand: majority vote (TTRL), Co-Reward's
-cross-question agreement, GUI-RC's region consistency; their collapse guards; the true accuracy beside them."""
+"""Label-free self-rewards on canned rollouts, each value computed by hand: majority vote (TTRL),
+Co-Reward's cross-question agreement, GUI-RC's region consistency; their collapse guards; the true
+accuracy beside them."""
 
 import random
 
@@ -101,8 +102,10 @@ def test_co_reward_makes_a_question_and_its_rewrite_from_the_same_draws():
     assert (original.meta[ROLE_KEY], rewrite.meta[ROLE_KEY]) == ("question", "rewrite")
     assert original.meta["choices"] == rewrite.meta["choices"] and original.answer == rewrite.answer
     assert "barks" in original.prompt_text and "woof" in rewrite.prompt_text and "barks" not in rewrite.prompt_text
-    assert [e.prompt_text for e in task.make_examples(item, random.Random(3))] == [original.prompt_text,
-                                                                                   rewrite.prompt_text]
+    assert [e.prompt_text for e in task.make_examples(item, random.Random(3))] == [
+        original.prompt_text,
+        rewrite.prompt_text,
+    ]
     orders = [[e.meta["choices"] for e in task.make_examples(item, random.Random(seed))] for seed in range(8)]
     assert all(a == b for a, b in orders) and len({tuple(a) for a, _ in orders}) > 1  # same draws, each seed
 
@@ -166,8 +169,8 @@ def gui_example(task):
 
 def test_region_consistency_pays_the_mean_vote_of_a_region_over_the_peak():
     task = GUIGrounding(answer_format="bare", self_reward=RegionConsistency(point_size=1))
-    # points become 2 x 2 cells: (10, 10) -> x, y in 9..10 (twice); (11, 11) -> 10..11. Votes: 2 on three
-    # cells, 3 on (10, 10), 1 on the other three of the last square; peak 3.
+    # points become 2 x 2 cells: (10, 10) -> x, y in 9..10 (twice); (11, 11) -> 10..11. Votes: 2 on
+    # three cells, 3 on (10, 10), 1 on the other three of the last square; peak 3.
     [rewards] = task.verify_group([gui_example(task)], [click((10, 10), (10, 10), (11, 11), None)])
     assert part(rewards, "agreement") == [pytest.approx(9 / 12), pytest.approx(9 / 12), 0.5, 0.0]
     assert part(rewards, "consensus") == [0.75] * 4 and part(rewards, "accuracy") == [0.0] * 4
@@ -179,10 +182,10 @@ def test_region_consistency_abstains_without_overlap_and_ignores_huge_boxes():
     task = GUIGrounding(answer_format="bare", self_reward=RegionConsistency(point_size=1, min_votes=2))
     [apart] = task.verify_group([gui_example(task)], [click((10, 10), (60, 60))])
     assert part(apart, "agreement") == [0.0, 0.0] and part(apart, "abstained") == [1.0, 1.0]
-    boxes = ReferringGrounding(coords="normalized", answer_format="bare",
-                               self_reward=RegionConsistency(max_area=0.5))
+    boxes = ReferringGrounding(coords="normalized", answer_format="bare", self_reward=RegionConsistency(max_area=0.5))
     example = Example([], [0, 0, 100, 100], boxes.name, {"bounds": [1000, 1000], "box": [0, 0, 10, 10]})
-    # the whole image (area 1 > 0.5) neither votes nor earns; the two small boxes overlap on half of each
+    # the whole image (area 1 > 0.5) neither votes nor earns; the two small boxes overlap on half of
+    # each
     [rewards] = boxes.verify_group([example], [["[0, 0, 1000, 1000]", "[0, 0, 100, 100]", "[50, 0, 150, 100]"]])
     assert part(rewards, "agreement") == [0.0, 0.75, 0.75] and part(rewards, "iou") == [0.01, 1.0, pytest.approx(1 / 3)]
 

@@ -1,4 +1,5 @@
-"""TemporalJigsaw: the source frames are rebuilt from the shown clips and the rendered answer, frame for frame."""
+"""TemporalJigsaw: the source frames are rebuilt from the shown clips and the rendered answer, frame
+for frame."""
 
 import random
 import re
@@ -11,22 +12,23 @@ from tests.helpers import make_item
 
 
 def _video(t, fps=2.0):
-    """``t`` (< 64) frames; frame ``i`` is ``4 i`` plus a fixed pattern, so every frame is told by its value."""
+    """``t`` (< 64) frames; frame ``i`` is ``4 i`` plus a fixed pattern, so every frame is told by
+    its value."""
     pattern = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3) % 7
     frames = (np.arange(t)[:, None, None, None] * 4 + pattern).astype(np.uint8)
     return Video(frames=frames, fps=fps, name=f"test-{t}")
 
 
 def _expected(frames, k, trim, composite=False):
-    """What the arguments promise: ``k`` equal clips (leftover dropped at the end), ``round(trim * size)``
-    frames dropped at each end of each clip, in chronological order; each clip's length rounded down to even,
-    except back to back (composite) where only the total must be even."""
+    """What the arguments promise: ``k`` equal clips (leftover dropped at the end), ``round(trim *
+    size)`` frames dropped at each end of each clip, in chronological order; each clip's length
+    rounded down to even, except back to back (composite) where only the total must be even."""
     size = len(frames) // k
     cut = round(size * trim)
     length = size - 2 * cut
     if not composite or (length * k) % 2:
         length = length // 2 * 2
-    return np.concatenate([frames[i * size + cut:i * size + cut + length] for i in range(k)])
+    return np.concatenate([frames[i * size + cut : i * size + cut + length] for i in range(k)])
 
 
 def _videos(example):
@@ -140,7 +142,8 @@ def _example_with_answer(task, truth):
 
 @pytest.mark.parametrize(
     "reward, accuracy",
-    # truth 1, 2, 3 answered 2, 1, 3: one of three in place; footrule distance 2 of max floor(9 / 2) = 4
+    # truth 1, 2, 3 answered 2, 1, 3: one of three in place; footrule distance 2 of max floor(9 / 2)
+    # = 4
     [("exact", 0.0), ("fraction", 1 / 3), ("footrule", 0.5)],
 )
 def test_reward_modes_on_one_swap(reward, accuracy):
@@ -185,7 +188,8 @@ def test_too_short_raises_skip_item():
     with pytest.raises(SkipItem):
         TemporalJigsaw(clips=3).make_example(_video(5), random.Random(0))  # clips of 1 frame
     TemporalJigsaw(clips=3).make_example(_video(6), random.Random(0))
-    # clips of 10 frames: trim 0.4 drops 4 at each end and leaves 2, trim 0.49 drops 5 and leaves none
+    # clips of 10 frames: trim 0.4 drops 4 at each end and leaves 2, trim 0.49 drops 5 and leaves
+    # none
     TemporalJigsaw(clips=2, trim=0.4).make_example(_video(20), random.Random(0))
     with pytest.raises(SkipItem):
         TemporalJigsaw(clips=2, trim=0.49).make_example(_video(20), random.Random(0))
@@ -193,8 +197,15 @@ def test_too_short_raises_skip_item():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"clips": 1}, {"trim": 0.5}, {"trim": -0.1}, {"style": "letters"}, {"reward": "kendall"},
-     {"partial_credit": 1.5}, {"clips": 6, "style": "choice"}],
+    [
+        {"clips": 1},
+        {"trim": 0.5},
+        {"trim": -0.1},
+        {"style": "letters"},
+        {"reward": "kendall"},
+        {"partial_credit": 1.5},
+        {"clips": 6, "style": "choice"},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):

@@ -1,5 +1,5 @@
-"""Property tests of every discovered Task's verifier: any text in, a reward in range out, quickly, and no
-cheap way to accuracy (near misses, repeated or extra list items, format alone)."""
+"""Property tests of every discovered Task's verifier: any text in, a reward in range out, quickly,
+and no cheap way to accuracy (near misses, repeated or extra list items, format alone)."""
 
 import random
 import re
@@ -15,13 +15,18 @@ from tests.helpers import discover, make_item
 
 TASKS = discover(tasks, Task)
 FORMATS = [("tags", False), ("tags", True), ("boxed", False), ("bare", False)]
-PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 _examples: dict = {}
 
 
 def example_of(cls, answer_format="tags", think=False, format_weight=0.5):
-    """One task and example per class and format, built once (media generation dominates otherwise)."""
+    """One task and example per class and format, built once (media generation dominates
+    otherwise)."""
     key = (cls, answer_format, think, format_weight)
     if key not in _examples:
         task = cls(answer_format=answer_format, think=think, format_weight=format_weight)
@@ -36,23 +41,31 @@ def check_reward(task, reward) -> None:
 
 
 def near_misses(text: str) -> st.SearchStrategy[str]:
-    """Small edits of a right answer: a character dropped, doubled or replaced, or junk around it."""
+    """Small edits of a right answer: a character dropped, doubled or replaced, or junk around
+    it."""
     index = st.integers(0, max(len(text) - 1, 0))
     char = st.characters(codec="utf-8")
     return st.one_of(
-        index.map(lambda i: text[:i] + text[i + 1:]),
-        index.map(lambda i: text[:i] + text[i:i + 1] * 2 + text[i + 1:]),
-        st.tuples(index, char).map(lambda p: text[:p[0]] + p[1] + text[p[0] + 1:]),
+        index.map(lambda i: text[:i] + text[i + 1 :]),
+        index.map(lambda i: text[:i] + text[i : i + 1] * 2 + text[i + 1 :]),
+        st.tuples(index, char).map(lambda p: text[: p[0]] + p[1] + text[p[0] + 1 :]),
         st.tuples(st.text(max_size=5), st.text(max_size=5)).map(lambda p: p[0] + text + p[1]),
     )
 
 
 def nested(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     """Answer / think / boxed wrappers nested and unbalanced around ``inner``."""
-    wrappers = st.sampled_from([("<answer>", "</answer>"), ("<think>", "</think>"), ("\\boxed{", "}"),
-                                ("<answer>", ""), ("", "</answer>"), ("<answer><answer>", "</answer>")])
-    return st.recursive(inner, lambda s: st.tuples(wrappers, s).map(lambda p: p[0][0] + p[1] + p[0][1]),
-                        max_leaves=4)
+    wrappers = st.sampled_from(
+        [
+            ("<answer>", "</answer>"),
+            ("<think>", "</think>"),
+            ("\\boxed{", "}"),
+            ("<answer>", ""),
+            ("", "</answer>"),
+            ("<answer><answer>", "</answer>"),
+        ]
+    )
+    return st.recursive(inner, lambda s: st.tuples(wrappers, s).map(lambda p: p[0][0] + p[1] + p[0][1]), max_leaves=4)
 
 
 by_task = pytest.mark.parametrize("cls", TASKS, ids=lambda c: c.__name__)
@@ -65,8 +78,14 @@ by_format = pytest.mark.parametrize("answer_format, think", FORMATS, ids=[f for 
 @given(data=st.data())
 def test_any_text_gives_a_reward_in_range(cls, answer_format, think, data):
     task, example = example_of(cls, answer_format, think)
-    text = data.draw(st.one_of(st.text(), st.binary().map(lambda b: b.decode("latin-1")),
-                               nested(st.text(max_size=20)), nested(near_misses(task.answer_text(example)))))
+    text = data.draw(
+        st.one_of(
+            st.text(),
+            st.binary().map(lambda b: b.decode("latin-1")),
+            nested(st.text(max_size=20)),
+            nested(near_misses(task.answer_text(example))),
+        )
+    )
     check_reward(task, task.verify(example, text))
 
 
@@ -102,8 +121,15 @@ def test_huge_completions_are_verified_quickly(cls, answer_format, think):
     task, example = example_of(cls, answer_format, think)
     right = task.render_answer(example)
     megabyte = 1 << 20
-    for text in ["<answer>" * (megabyte // 8), "(" * megabyte, "1," * (megabyte // 2), "9" * megabyte,
-                 right + " " * megabyte, "<think>" + "a" * megabyte + right, "\\boxed{" * (megabyte // 7)]:
+    for text in [
+        "<answer>" * (megabyte // 8),
+        "(" * megabyte,
+        "1," * (megabyte // 2),
+        "9" * megabyte,
+        right + " " * megabyte,
+        "<think>" + "a" * megabyte + right,
+        "\\boxed{" * (megabyte // 7),
+    ]:
         start = time.perf_counter()
         reward = task.verify(example, text)
         assert time.perf_counter() - start < 2.0, (cls.__name__, text[:30])

@@ -1,20 +1,23 @@
-"""A policy whose parameters are its logits, a data module whose rewards are fixed, and GRPO written again from
-the papers' formulas (not from `zoo.grpo.functional`), so tests can pin the strategy's gradients exactly.
+"""A policy whose parameters are its logits, a data module whose rewards are fixed, and GRPO written
+again from the papers' formulas (not from `zoo.grpo.functional`), so tests can pin the strategy's
+gradients exactly.
 
-Every completion row (prompt i, sample g) has its own ``[L, V]`` block of logits in the parameter ``theta``:
-the gradient on a block is the gradient of the loss with respect to that row's token log-probs (through a
-softmax), so a weight, advantage or mask on the wrong row shows in the wrong block. Everything is float64.
+Every completion row (prompt i, sample g) has its own ``[L, V]`` block of logits in the parameter
+``theta``: the gradient on a block is the gradient of the loss with respect to that row's token
+log-probs (through a softmax), so a weight, advantage or mask on the wrong row shows in the wrong
+block. Everything is float64.
 
-With ``guidance`` (`zoo.hybrid`) the last row of each group is the prompt's demonstration (`EXPERT`: its tokens
-and reward), and the SFT phases of `zoo.hybrid.Entropulse` train on the policy's own completions; both are
-tokenised by stand-ins of `zoo.sft.demonstrations` (`table_demonstration_ids`, `table_teacher_forced`) that
-`train` puts in place.
+With ``guidance`` (`zoo.hybrid`) the last row of each group is the prompt's demonstration (`EXPERT`:
+its tokens and reward), and the SFT phases of `zoo.hybrid.Entropulse` train on the policy's own
+completions; both are tokenised by stand-ins of `zoo.sft.demonstrations` (`table_demonstration_ids`,
+`table_teacher_forced`) that `train` puts in place.
 
-Run as a script under 2 processes (``RANK`` and friends set, as torchrun sets them) it trains the cases of
-`RANK_CASES` with `zoo.grpo.GRPODDPStrategy` (gloo) and saves rank 0's gradients to ``argv[1]``.
+Run as a script under 2 processes (``RANK`` and friends set, as torchrun sets them) it trains the
+cases of `RANK_CASES` with `zoo.grpo.GRPODDPStrategy` (gloo) and saves rank 0's gradients to
+``argv[1]``.
 
-Dynamic sampling (``refill_rounds``) refills from `REFILL`: the global refill round ``k`` of batch key 0 is
-`REFILL_ROUNDS` ``[k - 1]``, every other key draws only prompts with equal rewards.
+Dynamic sampling (``refill_rounds``) refills from `REFILL`: the global refill round ``k`` of batch
+key 0 is `REFILL_ROUNDS` ``[k - 1]``, every other key draws only prompts with equal rewards.
 """
 
 from __future__ import annotations
@@ -40,45 +43,86 @@ from zoo.rollout.rollout import completion_mask
 
 V, L_MAX, G_MAX, EOS = 5, 6, 4, 0
 LR = 10.0  # large, so that a second iteration sees ratios well away from 1 (and clipping)
-#: rewards of each prompt's 4 samples; prompts 0, 2, 5, 7 are zero-variance groups. With 2 processes and 2
-#: prompts per rank, rank 0 keeps no group in step 0 (prompts 0, 2) and rank 1 none in step 1 (5, 7).
-REWARDS = [[0, 0, 0, 0], [1, 0, 0.5, 0], [1, 1, 1, 1], [0, 1, 1, 0.25],
-           [0.5, 0, 1, 1], [0, 0, 0, 0], [1, 0.25, 0, 0], [0.5, 0.5, 0.5, 0.5]]
+#: rewards of each prompt's 4 samples; prompts 0, 2, 5, 7 are zero-variance groups. With 2 processes
+#: and 2 prompts per rank, rank 0 keeps no group in step 0 (prompts 0, 2) and rank 1 none in step 1
+#: (5, 7).
+REWARDS = [
+    [0, 0, 0, 0],
+    [1, 0, 0.5, 0],
+    [1, 1, 1, 1],
+    [0, 1, 1, 0.25],
+    [0.5, 0, 1, 1],
+    [0, 0, 0, 0],
+    [1, 0.25, 0, 0],
+    [0.5, 0.5, 0.5, 0.5],
+]
 #: rewards of the refill prompts (indices 8-15); 8, 10, 13, 14 and 15 have equal rewards
-REFILL_REWARDS = [[1, 1, 1, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0.5, 1, 0, 1],
-                  [0, 0.25, 1, 0], [1, 1, 1, 1], [0.25, 0.25, 0.25, 0.25], [0, 0, 0, 0]]
-#: refill rounds of batch key 0 (4 prompts each, split over ranks like a batch): round 1 has one group with
-#: unequal rewards (9, on rank 1 of 2), round 2 two (11, 12, on rank 0): with step 0's batch (groups 1 and 3,
-#: both on rank 1) round 2 fills the batch and 12 is left over. A rank that kept its own first B would keep
-#: 11 and 12 on rank 0 and leave 9 on rank 1.
+REFILL_REWARDS = [
+    [1, 1, 1, 1],
+    [0, 1, 0, 0],
+    [0, 0, 0, 0],
+    [0.5, 1, 0, 1],
+    [0, 0.25, 1, 0],
+    [1, 1, 1, 1],
+    [0.25, 0.25, 0.25, 0.25],
+    [0, 0, 0, 0],
+]
+#: refill rounds of batch key 0 (4 prompts each, split over ranks like a batch): round 1 has one
+#: group with unequal rewards (9, on rank 1 of 2), round 2 two (11, 12, on rank 0): with step 0's
+#: batch (groups 1 and 3, both on rank 1) round 2 fills the batch and 12 is left over. A rank that
+#: kept its own first B would keep 11 and 12 on rank 0 and leave 9 on rank 1.
 REFILL_ROUNDS = [[8, 10, 9, 13], [11, 12, 14, 15]]
 EQUAL_ROUND = [8, 10, 13, 14]
-#: the groups the two steps of a global batch of 4 train on, by refill_rounds: step 0 holds 1 and 3, round 1
-#: adds 9, round 2 adds 11 (12 is one too many); step 1 holds 4 and 6 and every refill of it has equal rewards
+#: the groups the two steps of a global batch of 4 train on, by refill_rounds: step 0 holds 1 and 3,
+#: round 1 adds 9, round 2 adds 11 (12 is one too many); step 1 holds 4 and 6 and every refill of it
+#: has equal rewards
 KEPT = {1: [[1, 3, 9], [4, 6]], 2: [[1, 3, 9, 11], [4, 6]], 3: [[1, 3, 9, 11], [4, 6]]}
-DEFAULTS = dict(num_generations=4, temperature=1.0, top_p=1.0, max_new_tokens=4, loss_type="grpo",
-                scale_rewards="group", epsilon=0.2, epsilon_high=None, beta=0.0, kl_estimator="k3",
-                beta_schedule="constant", kl_bias_correction=False, num_iterations=1, mask_truncated=False,
-                filter_zero_variance=False, micro_batch_size=None, entropy_coef=0.0, max_grad_norm=None)
+DEFAULTS = dict(
+    num_generations=4,
+    temperature=1.0,
+    top_p=1.0,
+    max_new_tokens=4,
+    loss_type="grpo",
+    scale_rewards="group",
+    epsilon=0.2,
+    epsilon_high=None,
+    beta=0.0,
+    kl_estimator="k3",
+    beta_schedule="constant",
+    kl_bias_correction=False,
+    num_iterations=1,
+    mask_truncated=False,
+    filter_zero_variance=False,
+    micro_batch_size=None,
+    entropy_coef=0.0,
+    max_grad_norm=None,
+)
 
 
 def make_examples() -> list[Example]:
-    """16 prompts (8 of the batches, then 8 refill ones); sample g of prompt i has random tokens and its first
-    EOS at a random place (or none)."""
+    """16 prompts (8 of the batches, then 8 refill ones); sample g of prompt i has random tokens and
+    its first EOS at a random place (or none)."""
     rng = torch.Generator().manual_seed(7)
     examples = []
     for i, rewards in enumerate(REWARDS + REFILL_REWARDS):
         tokens = torch.randint(1, V, (G_MAX, L_MAX), generator=rng).tolist()
         eos = [int(e) if e < L_MAX else None for e in torch.randint(0, L_MAX + 2, (G_MAX,), generator=rng)]
-        examples.append(Example(messages=[], answer=None, task="fixed", uid=f"p{i}",
-                                meta={"index": i, "rewards": rewards, "tokens": tokens, "eos": eos}))
+        examples.append(
+            Example(
+                messages=[],
+                answer=None,
+                task="fixed",
+                uid=f"p{i}",
+                meta={"index": i, "rewards": rewards, "tokens": tokens, "eos": eos},
+            )
+        )
     return examples
 
 
 ALL_EXAMPLES = make_examples()
-EXAMPLES, REFILL = ALL_EXAMPLES[:len(REWARDS)], ALL_EXAMPLES[len(REWARDS):]
-#: Each prompt's demonstration: its tokens (EOS placed) and its reward. Prompts 2 and 7 keep groups of equal
-#: rewards with the demonstration in them (with G - 1 = 3 samples).
+EXAMPLES, REFILL = ALL_EXAMPLES[: len(REWARDS)], ALL_EXAMPLES[len(REWARDS) :]
+#: Each prompt's demonstration: its tokens (EOS placed) and its reward. Prompts 2 and 7 keep groups
+#: of equal rewards with the demonstration in them (with G - 1 = 3 samples).
 EXPERT_REWARDS = [1, 1, 1, 1, 0.5, 1, 1, 0.5]
 
 
@@ -98,9 +142,9 @@ EXPERT = make_expert()
 
 
 def demonstrated(tokens: list[int], max_tokens: int | None) -> tuple[list[int], bool]:
-    """What zoo trains of a completion given as a demonstration: its tokens through the first EOS (one is added
-    when it has none), cut at ``max_tokens``; and whether it was cut."""
-    ids = tokens[:tokens.index(EOS) + 1] if EOS in tokens else [*tokens, EOS]
+    """What zoo trains of a completion given as a demonstration: its tokens through the first EOS
+    (one is added when it has none), cut at ``max_tokens``; and whether it was cut."""
+    ids = tokens[: tokens.index(EOS) + 1] if EOS in tokens else [*tokens, EOS]
     cut = max_tokens is not None and len(ids) > max_tokens
     return (ids[:max_tokens] if cut else ids), cut
 
@@ -110,23 +154,26 @@ def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.full((len(rows), length), EOS)
     mask = torch.zeros(len(rows), length, dtype=torch.bool)
     for b, row in enumerate(rows):
-        ids[b, :len(row)], mask[b, :len(row)] = torch.tensor(row), True
+        ids[b, : len(row)], mask[b, : len(row)] = torch.tensor(row), True
     return ids, mask
 
 
 def table_demonstration_ids(policy, examples, replies, max_tokens=None):
-    """`zoo.sft.demonstrations.demonstration_ids` for the table policy: each prompt's `EXPERT` tokens."""
+    """`zoo.sft.demonstrations.demonstration_ids` for the table policy: each prompt's `EXPERT`
+    tokens."""
     rows = [demonstrated(EXPERT[ex.meta["index"]], max_tokens) for ex in examples]
     ids, mask = padded([row for row, _ in rows])
     return ids, mask, torch.tensor([cut for _, cut in rows]), torch.zeros(len(rows), dtype=torch.bool)
 
 
 def table_teacher_forced(policy, examples, replies, max_tokens=None):
-    """`zoo.sft.teacher_forced` for the table policy: completion ``"g"`` of a prompt is its sample g, scored on
-    that sample's block of logits."""
+    """`zoo.sft.teacher_forced` for the table policy: completion ``"g"`` of a prompt is its sample
+    g, scored on that sample's block of logits."""
     length = max_tokens or L_MAX  # what sampling kept of the sample, then its demonstration
-    rows = [demonstrated(completion(ex, int(reply), length), max_tokens)
-            for ex, reply in zip(examples, replies, strict=True)]
+    rows = [
+        demonstrated(completion(ex, int(reply), length), max_tokens)
+        for ex, reply in zip(examples, replies, strict=True)
+    ]
     ids, mask = padded([row for row, _ in rows])
     prompts = SimpleNamespace(tensors={"attention_mask": torch.ones(len(examples), 2)})
     rollout = Rollout(list(examples), prompts, 1, ids, mask, torch.tensor([cut for _, cut in rows]), list(replies))
@@ -135,8 +182,8 @@ def table_teacher_forced(policy, examples, replies, max_tokens=None):
 
 
 def initial_theta() -> tuple[torch.Tensor, torch.Tensor]:
-    """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX, V]``; the
-    refill prompts' rows come after the others, from a generator of their own."""
+    """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX,
+    V]``; the refill prompts' rows come after the others, from a generator of their own."""
     blocks = []
     for seed, prompts in ((3, EXAMPLES), (4, REFILL)):
         rng = torch.Generator().manual_seed(seed)
@@ -157,7 +204,8 @@ REFERENCE = initial_theta()[1]
 
 
 class Recorder(torch.optim.SGD):
-    """SGD that keeps a copy of the gradients it is asked to apply (after the strategy's clipping)."""
+    """SGD that keeps a copy of the gradients it is asked to apply (after the strategy's
+    clipping)."""
 
     def __init__(self, params, lr: float):
         super().__init__(params, lr=lr)
@@ -170,7 +218,8 @@ class Recorder(torch.optim.SGD):
 
 
 class TablePolicy(LightningModule):
-    """The `zoo.PolicyModule` interface the strategy uses, over a table of logits; records what it is asked."""
+    """The `zoo.PolicyModule` interface the strategy uses, over a table of logits; records what it
+    is asked."""
 
     def __init__(self, lr: float = LR):
         super().__init__()
@@ -182,19 +231,32 @@ class TablePolicy(LightningModule):
         self.sampled, self.chunks, self.reference_calls = [], [], 0
 
     def sample(self, examples, num_generations, *, max_new_tokens, temperature=1.0, top_p=1.0, seed=None):
-        self.sampled.append(dict(num_generations=num_generations, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, top_p=top_p))
+        self.sampled.append(
+            dict(num_generations=num_generations, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        )
         ids = torch.tensor([completion(ex, g, max_new_tokens) for ex in examples for g in range(num_generations)])
         mask, truncated = completion_mask(ids, [EOS])
         prompts = SimpleNamespace(tensors={"attention_mask": torch.ones(len(examples), 2)})
-        return Rollout(list(examples), prompts, num_generations, ids.masked_fill(~mask, EOS), mask, truncated,
-                       [str(g) for _ in examples for g in range(num_generations)], temperature=temperature)
+        return Rollout(
+            list(examples),
+            prompts,
+            num_generations,
+            ids.masked_fill(~mask, EOS),
+            mask,
+            truncated,
+            [str(g) for _ in examples for g in range(num_generations)],
+            temperature=temperature,
+        )
 
     def token_log_probs(self, rollout, rows, theta=None):
         theta = self.theta if theta is None else theta
         blocks = getattr(rollout, "blocks", None)  # a teacher-forced rollout names each row's sample
-        keys = torch.tensor([rollout.example(n).meta["index"] * G_MAX
-                             + (blocks[n] if blocks else n % rollout.num_generations) for n in rows.tolist()])
+        keys = torch.tensor(
+            [
+                rollout.example(n).meta["index"] * G_MAX + (blocks[n] if blocks else n % rollout.num_generations)
+                for n in rows.tolist()
+            ]
+        )
         length = rollout.completion_ids.shape[1]
         logp = torch.log_softmax(theta[keys, :length] / rollout.temperature, dim=-1)  # [n, L, V]
         logps = logp.gather(-1, rollout.completion_ids[rows][..., None]).squeeze(-1)  # [n, L]
@@ -215,8 +277,8 @@ class TablePolicy(LightningModule):
 
 
 class FixedRewards(LightningDataModule):
-    """`EXAMPLES` in order (rank r of W takes prompts r, r + W, ...); completion ``"g"`` of a prompt earns its
-    ``rewards[g]``."""
+    """`EXAMPLES` in order (rank r of W takes prompts r, r + W, ...); completion ``"g"`` of a prompt
+    earns its ``rewards[g]``."""
 
     def __init__(self, batch_size: int):
         super().__init__()
@@ -235,11 +297,12 @@ class FixedRewards(LightningDataModule):
         return Reward(total=reward, parts={"accuracy": reward})
 
     def refill(self, key: int, round: int) -> list[Example]:
-        """This rank's slice of refill round ``round`` of batch ``key`` (see the module docstring)."""
+        """This rank's slice of refill round ``round`` of batch ``key`` (see the module
+        docstring)."""
         self.refills.append((key, round))
         prompts = REFILL_ROUNDS[round - 1] if key == 0 and round <= len(REFILL_ROUNDS) else EQUAL_ROUND
         start = self.trainer.global_rank * self.batch_size  # the global round is the first B * W prompts
-        return [REFILL[i - len(EXAMPLES)] for i in prompts[start:start + self.batch_size]]
+        return [REFILL[i - len(EXAMPLES)] for i in prompts[start : start + self.batch_size]]
 
     def demonstration(self, example):
         return "expert"
@@ -253,37 +316,59 @@ class Run:
     data: FixedRewards = field(repr=False)
 
 
-def train(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1, lr: float = LR,
-          distributed: bool = False, metrics: bool = False) -> Run:
-    """`Trainer.fit` of the table policy under the GRPO strategy (DDP over the launched processes when
-    ``distributed``); ``batch_size`` is per rank. ``metrics`` logs them (slow: Lightning's ``log``)."""
+def train(
+    settings: dict,
+    steps: int = 2,
+    batch_size: int = 4,
+    accumulate: int = 1,
+    lr: float = LR,
+    distributed: bool = False,
+    metrics: bool = False,
+) -> Run:
+    """`Trainer.fit` of the table policy under the GRPO strategy (DDP over the launched processes
+    when ``distributed``); ``batch_size`` is per rank. ``metrics`` logs them (slow: Lightning's
+    ``log``)."""
     arguments = DEFAULTS | settings | {"guidance": guidance_of(settings)}
-    strategy = (GRPODDPStrategy(process_group_backend="gloo", **arguments) if distributed
-                else GRPOStrategy(**arguments))
+    strategy = GRPODDPStrategy(process_group_backend="gloo", **arguments) if distributed else GRPOStrategy(**arguments)
     policy = TablePolicy(lr)
-    with (mock.patch("zoo.hybrid.expert.demonstration_ids", table_demonstration_ids),
-          mock.patch("zoo.hybrid.entropulse.teacher_forced", table_teacher_forced)):
+    with (
+        mock.patch("zoo.hybrid.expert.demonstration_ids", table_demonstration_ids),
+        mock.patch("zoo.hybrid.entropulse.teacher_forced", table_teacher_forced),
+    ):
         return _fit(policy, strategy, steps, batch_size, accumulate, distributed, metrics)
 
 
 def _fit(policy, strategy, steps, batch_size, accumulate, distributed, metrics) -> Run:
-    trainer = Trainer(max_steps=steps, strategy=strategy, accelerator="cpu", devices=2 if distributed else 1,
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)] if metrics else [],
-                      limit_val_batches=0, num_sanity_val_steps=0, accumulate_grad_batches=accumulate,
-                      log_every_n_steps=1, use_distributed_sampler=False)
+    trainer = Trainer(
+        max_steps=steps,
+        strategy=strategy,
+        accelerator="cpu",
+        devices=2 if distributed else 1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[GRPOMetrics(summary=False)] if metrics else [],
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        accumulate_grad_batches=accumulate,
+        log_every_n_steps=1,
+        use_distributed_sampler=False,
+    )
     data = FixedRewards(batch_size)
     trainer.fit(policy, data)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return Run(policy.recorder.grads, metrics, policy, data)
 
 
-# ---- GRPO again, from the formulas -------------------------------------------------------------------
+# ---- GRPO again, from the formulas
+# -------------------------------------------------------------------
 GUIDANCE = {"luffy": LUFFY, "srft": SRFT, "entropulse": Entropulse}
 
 
 def guidance_of(s: dict):
-    """A fresh guidance object from a settings spec ``(kind, arguments)`` (they hold state), or None."""
+    """A fresh guidance object from a settings spec ``(kind, arguments)`` (they hold state), or
+    None."""
     spec = s.get("guidance")
     return None if spec is None else GUIDANCE[spec[0]](**spec[1])
 
@@ -296,7 +381,7 @@ def expert_row(s: dict, g: int) -> bool:
 def group_rewards(ex: Example, s: dict) -> list[float]:
     G = s["num_generations"]
     if expert_row(s, G - 1):
-        return [*ex.meta["rewards"][:G - 1], EXPERT_REWARDS[ex.meta["index"]]]
+        return [*ex.meta["rewards"][: G - 1], EXPERT_REWARDS[ex.meta["index"]]]
     return ex.meta["rewards"][:G]
 
 
@@ -307,8 +392,9 @@ def advantages(window: list[list[Example]], s: dict) -> dict[tuple[int, int], fl
     for ex in (ex for batch in window for ex in batch):
         rewards = group_rewards(ex, s)
         mean = statistics.fmean(rewards)
-        scale = {"group": statistics.stdev(rewards) + 1e-4, "batch": statistics.stdev(everyone) + 1e-4,
-                 "none": 1.0}[s["scale_rewards"]]
+        scale = {"group": statistics.stdev(rewards) + 1e-4, "batch": statistics.stdev(everyone) + 1e-4, "none": 1.0}[
+            s["scale_rewards"]
+        ]
         out.update({(ex.meta["index"], g): (r - mean) / scale for g, r in enumerate(rewards)})
     return out
 
@@ -320,8 +406,9 @@ def row_tokens(ex: Example, g: int, s: dict) -> tuple[list[int], list[bool]]:
         return ids, [not (cut and s["mask_truncated"])] * len(ids)
     ids, eos = completion(ex, g, s["max_new_tokens"]), ex.meta["eos"][g]
     truncated = eos is None or eos >= s["max_new_tokens"]
-    counts = [t <= (len(ids) if truncated else eos) and not (truncated and s["mask_truncated"])
-              for t in range(len(ids))]
+    counts = [
+        t <= (len(ids) if truncated else eos) and not (truncated and s["mask_truncated"]) for t in range(len(ids))
+    ]
     return ids, counts
 
 
@@ -367,8 +454,8 @@ def token_terms(theta, old, ex: Example, g: int, adv: float, s: dict, beta: floa
 
 
 def window_loss(theta, old, window: list[list[Example]], s: dict, beta: float) -> torch.Tensor:
-    """The loss of one optimizer step over the window's batches, written out per loss type, plus SRFT's SFT term
-    (a token mean over the window's demonstration tokens)."""
+    """The loss of one optimizer step over the window's batches, written out per loss type, plus
+    SRFT's SFT term (a token mean over the window's demonstration tokens)."""
     adv = advantages(window, s)
     per_batch = []  # (sum of token terms, sum of row means, rows, tokens) of each batch
     sft_total, sft_tokens = 0.0, 0
@@ -401,8 +488,8 @@ def rl_loss(per_batch: list[tuple], s: dict):
 
 
 def nll_gradient(theta, pairs: list[tuple[Example, int]], s: dict) -> torch.Tensor:
-    """Gradient of the token-mean NLL of sample g of each ``(example, g)`` given as a demonstration (an
-    Entropulse SFT step: teacher forcing at temperature 1 on the sample's block of logits)."""
+    """Gradient of the token-mean NLL of sample g of each ``(example, g)`` given as a demonstration
+    (an Entropulse SFT step: teacher forcing at temperature 1 on the sample's block of logits)."""
     variable = theta.clone().requires_grad_()
     terms = []
     for ex, g in pairs:
@@ -415,18 +502,29 @@ def nll_gradient(theta, pairs: list[tuple[Example, int]], s: dict) -> torch.Tens
 
 def beta_at(s: dict, step: int, steps: int) -> float:
     progress = step / steps
-    return s["beta"] * {"constant": 1.0, "linear": 1 - progress,
-                        "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[s["beta_schedule"]]
+    return (
+        s["beta"]
+        * {"constant": 1.0, "linear": 1 - progress, "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[
+            s["beta_schedule"]
+        ]
+    )
 
 
-def reference(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: int = 1, lr: float = LR,
-              batches: list[list[int]] | None = None) -> list[dict]:
-    """Gradient (after clipping), its norm before clipping and the loss of each optimizer step, by SGD over
-    global batches of ``batch_size`` prompts (or the prompt indices ``batches``), ``accumulate`` per step."""
+def reference(
+    settings: dict,
+    steps: int = 2,
+    batch_size: int = 4,
+    accumulate: int = 1,
+    lr: float = LR,
+    batches: list[list[int]] | None = None,
+) -> list[dict]:
+    """Gradient (after clipping), its norm before clipping and the loss of each optimizer step, by
+    SGD over global batches of ``batch_size`` prompts (or the prompt indices ``batches``),
+    ``accumulate`` per step."""
     s = DEFAULTS | settings
     theta = initial_theta()[0]
     if batches is None:
-        batches = [EXAMPLES[i:i + batch_size] for i in range(0, len(EXAMPLES), batch_size)]
+        batches = [EXAMPLES[i : i + batch_size] for i in range(0, len(EXAMPLES), batch_size)]
     else:
         batches = [[ALL_EXAMPLES[i] for i in batch] for batch in batches]
     steps_done, b, out = 0, 0, []
@@ -445,21 +543,29 @@ def reference(settings: dict, steps: int = 2, batch_size: int = 4, accumulate: i
     return out
 
 
-# ---- two processes -------------------------------------------------------------------------------------
+# ---- two processes
+# -------------------------------------------------------------------------------------
 #: 2-process cases: every loss type with and without the filter (entropy and KL terms on, uneven
 #: micro-batches), plus batch-std advantages and accumulation.
-RANK_CASES = {f"{loss}-filter={f}": dict(loss_type=loss, filter_zero_variance=f, entropy_coef=0.1, beta=0.2,
-                                         micro_batch_size=3)
-              for loss in ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg") for f in (False, True)}
-RANK_CASES |= {"batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
-               "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True),
-               "srft": dict(guidance=("srft", {}), filter_zero_variance=True, micro_batch_size=3, beta=0.2)}
-DYNAMIC_RANK_CASES = {"dynamic-grpo": dict(refill_rounds=2, entropy_coef=0.1, beta=0.2, micro_batch_size=3),
-                      "dynamic-bnpo-batch-std": dict(refill_rounds=2, loss_type="bnpo", scale_rewards="batch",
-                                                     entropy_coef=0.1),
-                      "dynamic-cap-dapo": dict(refill_rounds=1, loss_type="dapo", entropy_coef=0.1)}
-ACCUMULATED_RANK_CASES = {f"accumulate-{loss}": dict(loss_type=loss, filter_zero_variance=True, entropy_coef=0.1)
-                          for loss in ("dapo", "grpo", "bnpo")}
+RANK_CASES = {
+    f"{loss}-filter={f}": dict(loss_type=loss, filter_zero_variance=f, entropy_coef=0.1, beta=0.2, micro_batch_size=3)
+    for loss in ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")
+    for f in (False, True)
+}
+RANK_CASES |= {
+    "batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
+    "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True),
+    "srft": dict(guidance=("srft", {}), filter_zero_variance=True, micro_batch_size=3, beta=0.2),
+}
+DYNAMIC_RANK_CASES = {
+    "dynamic-grpo": dict(refill_rounds=2, entropy_coef=0.1, beta=0.2, micro_batch_size=3),
+    "dynamic-bnpo-batch-std": dict(refill_rounds=2, loss_type="bnpo", scale_rewards="batch", entropy_coef=0.1),
+    "dynamic-cap-dapo": dict(refill_rounds=1, loss_type="dapo", entropy_coef=0.1),
+}
+ACCUMULATED_RANK_CASES = {
+    f"accumulate-{loss}": dict(loss_type=loss, filter_zero_variance=True, entropy_coef=0.1)
+    for loss in ("dapo", "grpo", "bnpo")
+}
 
 
 def rank_main(out: str) -> None:

@@ -1,5 +1,5 @@
-"""GRPO on audio: tiny Qwen2-Audio on the audio pretext tasks, tiny Qwen2.5-Omni with audio and an image in
-one prompt, and an audio folder with a corrupt file."""
+"""GRPO on audio: tiny Qwen2-Audio on the audio pretext tasks, tiny Qwen2.5-Omni with audio and an
+image in one prompt, and an audio folder with a corrupt file."""
 
 import random
 from functools import partial
@@ -12,8 +12,11 @@ from tasks import AudioAnomalyGrounding, AudioJigsaw, AudioSpeed
 from tests.helpers import LoudOrQuiet, grpo_fit
 from zoo import QwenAudioPolicy, QwenOmniPolicy
 
-AUDIO_TASKS = [AudioJigsaw(segments=2, answer_format="bare"), AudioAnomalyGrounding(min_seconds=0.2, max_seconds=0.4),
-               AudioSpeed(speeds=[0.5, 2.0], reverse=False, answer_format="bare")]
+AUDIO_TASKS = [
+    AudioJigsaw(segments=2, answer_format="bare"),
+    AudioAnomalyGrounding(min_seconds=0.2, max_seconds=0.4),
+    AudioSpeed(speeds=[0.5, 2.0], reverse=False, answer_format="bare"),
+]
 
 
 def fit(policy, data: PretextDataModule, steps: int = 2):
@@ -31,8 +34,9 @@ def test_grpo_steps_on_every_audio_task_with_qwen2_audio():
 
 
 def test_grpo_steps_with_audio_and_an_image_in_one_prompt_on_qwen2_5_omni():
-    data = PretextDataModule(SyntheticAudio(size=20, seconds=1.0), LoudOrQuiet(answer_format="bare"),
-                             batch_size=2, val_size=2, epoch_size=4)
+    data = PretextDataModule(
+        SyntheticAudio(size=20, seconds=1.0), LoudOrQuiet(answer_format="bare"), batch_size=2, val_size=2, epoch_size=4
+    )
     policy = QwenOmniPolicy("tiny:qwen2_5_omni", optimizer=partial(torch.optim.AdamW, lr=1e-3))
     trainer = fit(policy, data)
     assert trainer.global_step == 2 and torch.isfinite(trainer.callback_metrics["train/grpo/loss"])
@@ -64,8 +68,9 @@ def test_omni_times_each_video_at_its_own_frame_rate():
     torch.testing.assert_close(batch.tensors["video_second_per_grid"], torch.tensor([0.5, 2.0]))
 
 
-@pytest.mark.parametrize("cls, checkpoint", [(QwenAudioPolicy, "tiny:qwen2_audio"),
-                                             (QwenOmniPolicy, "tiny:qwen2_5_omni")])
+@pytest.mark.parametrize(
+    "cls, checkpoint", [(QwenAudioPolicy, "tiny:qwen2_audio"), (QwenOmniPolicy, "tiny:qwen2_5_omni")]
+)
 def test_audio_placeholders_can_never_be_sampled(cls, checkpoint):
     policy = cls(checkpoint)
     policy.configure_model()

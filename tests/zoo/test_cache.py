@@ -1,5 +1,5 @@
-"""zoo's model cache (`zoo.cache`): built once, published atomically, nothing left by a failed build; a trained
-tiny base is only loaded, never trained by loading."""
+"""zoo's model cache (`zoo.cache`): built once, published atomically, nothing left by a failed
+build; a trained tiny base is only loaded, never trained by loading."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""`zoo list` finds every policy, task and source (a new file with no other edit) and the extras they need."""
+"""`zoo list` finds every policy, task and source (a new file with no other edit) and the extras
+they need."""
 
 import gc
 import importlib
@@ -84,8 +85,11 @@ def test_every_entry_has_its_description_and_a_snippet_that_selects_it(capsys):
             module, _, name = spec["class_path"].rpartition(".")
             assert key == CONFIG_KEYS[section] and getattr(importlib.import_module(module), name) is cls
             parameters = inspect.signature(cls.__init__).parameters.values()
-            required = {p.name for p in parameters if p.default is p.empty and p.name != "self"
-                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+            required = {
+                p.name
+                for p in parameters
+                if p.default is p.empty and p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            }
             assert set(spec.get("init_args", {})) == required
 
 
@@ -95,8 +99,18 @@ def test_snippets_work_in_a_configuration_as_printed(capsys):
     from tests.test_configs import parse_args
     from zoo import HFVLMPolicy
 
-    config = parse_args(["--config", QUICKSTART, "--model", snippet(HFVLMPolicy), "--data.init_args.tasks",
-                         f"[{snippet(Jigsaw)}]", "--data.init_args.source", snippet(ImageFolder)]).config
+    config = parse_args(
+        [
+            "--config",
+            QUICKSTART,
+            "--model",
+            snippet(HFVLMPolicy),
+            "--data.init_args.tasks",
+            f"[{snippet(Jigsaw)}]",
+            "--data.init_args.source",
+            snippet(ImageFolder),
+        ]
+    ).config
     assert config.model.class_path == "zoo.HFVLMPolicy" and config.model.init_args.pretrained == "tiny:idefics3"
     assert config.data.init_args.tasks[0].class_path == "tasks.Jigsaw"
     assert config.data.init_args.source.init_args.root == "<root>"

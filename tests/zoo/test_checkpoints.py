@@ -1,5 +1,6 @@
-"""Checkpoint writes survive a kill on any filesystem layout (TMPDIR elsewhere included) and leave no stray files;
-``--ckpt_path last`` is the newest checkpoint of the run's own directory that loads."""
+"""Checkpoint writes survive a kill on any filesystem layout (TMPDIR elsewhere included) and leave
+no stray files; ``--ckpt_path last`` is the newest checkpoint of the run's own directory that
+loads."""
 
 import os
 import subprocess
@@ -18,9 +19,9 @@ from zoo.grpo import GRPOStrategy
 ROOT = Path(__file__).parents[2]
 
 KILLS = ("mid-write", "mid-copy", "at-rename")
-# Runs in a subprocess, which forks one child per kill point: TMPDIR is another filesystem (renames across
-# directories fail as across mounts), the run directory holds a good checkpoint, and the child is SIGKILLed at
-# its kill point while zoo's writer saves a new one.
+# Runs in a subprocess, which forks one child per kill point: TMPDIR is another filesystem (renames
+# across directories fail as across mounts), the run directory holds a good checkpoint, and the
+# child is SIGKILLed at its kill point while zoo's writer saves a new one.
 KILLED_SAVES = """
 import errno, io, os, shutil, signal, sys, torch
 from pathlib import Path
@@ -59,7 +60,8 @@ for kill, target in zip(sys.argv[1::2], sys.argv[2::2]):
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory):
-    """One run directory per kill point, each with a good checkpoint that a killed save tried to replace."""
+    """One run directory per kill point, each with a good checkpoint that a killed save tried to
+    replace."""
     root = tmp_path_factory.mktemp("killed")
     other_fs = root / "tmpdir"
     other_fs.mkdir()
@@ -69,8 +71,9 @@ def killed(tmp_path_factory):
         torch.save({"state": torch.zeros(200_000)}, target)  # the previous good checkpoint
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), TMPDIR=str(other_fs))
     args = [str(a) for kill, target in targets.items() for a in (kill, target)]
-    result = subprocess.run([sys.executable, "-c", KILLED_SAVES, *args], env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_SAVES, *args], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return targets, other_fs
 
@@ -132,8 +135,10 @@ def test_last_is_the_newest_checkpoint_that_loads_within_this_runs_directory(tmp
     with pytest.warns(UserWarning, match="passing over .*step=8.ckpt"):
         assert last_checkpoint(trainer).resolve() == good
     good.unlink()
-    with pytest.raises(FileNotFoundError, match="no checkpoint that loads in runs/lightning_logs/version_0"), \
-            pytest.warns(UserWarning, match="passing over"):
+    with (
+        pytest.raises(FileNotFoundError, match="no checkpoint that loads in runs/lightning_logs/version_0"),
+        pytest.warns(UserWarning, match="passing over"),
+    ):
         last_checkpoint(trainer)
 
 
@@ -144,6 +149,7 @@ def test_last_follows_the_logger_and_the_root_dir(tmp_path):
     logger = CSVLogger(save_dir=tmp_path / "logs", name="exp")
     trainer = ZooTrainer(strategy=GRPOStrategy(), logger=logger, enable_progress_bar=False)
     assert last_checkpoint(trainer).resolve() == logged
-    no_logger = ZooTrainer(strategy=GRPOStrategy(), logger=False, default_root_dir=str(tmp_path / "root"),
-                           enable_progress_bar=False)
+    no_logger = ZooTrainer(
+        strategy=GRPOStrategy(), logger=False, default_root_dir=str(tmp_path / "root"), enable_progress_bar=False
+    )
     assert last_checkpoint(no_logger).resolve() == loose

@@ -1,4 +1,5 @@
-"""What a strategy needs from its data module (`zoo.data`): protocols checked once in ``setup``, one line."""
+"""What a strategy needs from its data module (`zoo.data`): protocols checked once in ``setup``, one
+line."""
 
 import pytest
 

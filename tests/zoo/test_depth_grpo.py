@@ -1,4 +1,5 @@
-"""GRPO on RGB-D: every depth task on a tiny Qwen2.5-VL, from an RGB-D folder with a broken frame."""
+"""GRPO on RGB-D: every depth task on a tiny Qwen2.5-VL, from an RGB-D folder with a broken
+frame."""
 
 from functools import partial
 
@@ -12,14 +13,17 @@ from tasks import DepthOrder, RegionalDepthOrder, RelativePosition3D
 from tests.helpers import grpo_fit, make_item
 from zoo import QwenVLPolicy
 
-DEPTH_TASKS = [DepthOrder(points=3, answer_format="bare"), RegionalDepthOrder(answer_format="bare"),
-               RelativePosition3D(answer_format="bare")]
+DEPTH_TASKS = [
+    DepthOrder(points=3, answer_format="bare"),
+    RegionalDepthOrder(answer_format="bare"),
+    RelativePosition3D(answer_format="bare"),
+]
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """Six frames of the sample room written as JPEG + 16-bit PNG (millimetres) + intrinsics, and one frame whose
-    depth map is corrupt."""
+    """Six frames of the sample room written as JPEG + 16-bit PNG (millimetres) + intrinsics, and
+    one frame whose depth map is corrupt."""
     root = tmp_path_factory.mktemp("rgbd")
     (root / "rgb").mkdir(), (root / "depth").mkdir()
     for seed in range(6):
@@ -47,5 +51,6 @@ def test_grpo_steps_on_every_depth_task_skipping_a_broken_frame(folder, caplog):
     assert trainer.global_step == 2 and torch.isfinite(logged["train/grpo/loss"])
     for task in DEPTH_TASKS:  # 8 training examples drawn from 3 tasks (seed 0 draws each at least once)
         assert f"train/reward/{task.name}/accuracy" in logged
-    # the broken frame sorts last, so it is held out for validation: skipped there, counted, logged once
+    # the broken frame sorts last, so it is held out for validation: skipped there, counted, logged
+    # once
     assert data.skipped >= 1 and sum("broken.jpg" in r.getMessage() for r in caplog.records) == 1

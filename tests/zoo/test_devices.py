@@ -7,8 +7,9 @@ from zoo.grpo import GRPOFSDPStrategy, GRPOStrategy
 from zoo.sft import SFTFSDPStrategy, SFTStrategy
 
 
-@pytest.mark.parametrize(("cls", "instead"), [(GRPOStrategy, "zoo.grpo.GRPODDPStrategy"),
-                                              (SFTStrategy, "zoo.sft.SFTDDPStrategy")])
+@pytest.mark.parametrize(
+    ("cls", "instead"), [(GRPOStrategy, "zoo.grpo.GRPODDPStrategy"), (SFTStrategy, "zoo.sft.SFTDDPStrategy")]
+)
 def test_a_one_device_strategy_refuses_two_devices_and_names_the_one_to_use(cls, instead):
     strategy = cls()
     assert strategy.parallel_devices is None and strategy.root_device == torch.device("cpu")

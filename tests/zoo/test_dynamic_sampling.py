@@ -1,6 +1,6 @@
-"""DAPO dynamic sampling (``refill_rounds``): which groups a batch keeps, the cap, and the update it trains,
-pinned against GRPO written from the formulas (`grpo_reference`) on the batch of the kept groups. The
-2-process cases are in `test_grpo_gradients` (they share its processes)."""
+"""DAPO dynamic sampling (``refill_rounds``): which groups a batch keeps, the cap, and the update it
+trains, pinned against GRPO written from the formulas (`grpo_reference`) on the batch of the kept
+groups. The 2-process cases are in `test_grpo_gradients` (they share its processes)."""
 
 import pytest
 import torch
@@ -14,8 +14,10 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")
 
 
 def test_the_first_groups_with_unequal_rewards_in_round_rank_position_order_are_kept():
-    unequal = [torch.tensor([[False, True], [True, False]]),  # round 0: rank 0, rank 1
-               torch.tensor([[True, True], [False, True]])]  # round 1
+    unequal = [
+        torch.tensor([[False, True], [True, False]]),  # round 0: rank 0, rank 1
+        torch.tensor([[True, True], [False, True]]),
+    ]  # round 1
     keep = first_groups(unequal, target=4)
     assert torch.equal(keep[0], unequal[0])
     # three more were needed after round 0: rank 0's two, then rank 1's; the fourth is left over
@@ -46,8 +48,12 @@ def test_the_cap_is_respected_and_a_short_batch_trains_on_what_it_holds():
     assert run.data.refills == [(0, 1), (1, 1)]  # one round per step, never more
     assert_same(run.grads, R.reference(settings, batches=R.KEPT[1]))
     # the last step: 4 groups drawn, then 4 more, and only 2 with unequal rewards
-    assert {k: run.metrics[f"train/dynamic/{k}"] for k in ("rounds", "groups_drawn", "groups_kept", "cap_hit")} \
-        == {"rounds": 1, "groups_drawn": 8, "groups_kept": 2, "cap_hit": 1}
+    assert {k: run.metrics[f"train/dynamic/{k}"] for k in ("rounds", "groups_drawn", "groups_kept", "cap_hit")} == {
+        "rounds": 1,
+        "groups_drawn": 8,
+        "groups_kept": 2,
+        "cap_hit": 1,
+    }
     assert run.metrics["train/reward"] == pytest.approx(sum(sum(R.REWARDS[i]) for i in range(4, 8)) / 16)
 
 
@@ -58,8 +64,9 @@ def test_refilling_stops_once_the_batch_is_full():
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_each_loss_type_normalises_the_dynamic_batch_as_one_batch(loss_type):
-    settings = dict(refill_rounds=2, loss_type=loss_type, scale_rewards="batch", entropy_coef=0.1, beta=0.2,
-                    micro_batch_size=3)
+    settings = dict(
+        refill_rounds=2, loss_type=loss_type, scale_rewards="batch", entropy_coef=0.1, beta=0.2, micro_batch_size=3
+    )
     assert_same(R.train(settings).grads, R.reference(settings, batches=R.KEPT[2]))
 
 
@@ -70,8 +77,9 @@ def test_several_iterations_reuse_the_dynamic_batch():
 
 @pytest.mark.parametrize("loss_type", ["dapo", "bnpo"])
 def test_each_batch_of_an_accumulation_window_is_refilled_on_its_own(loss_type):
-    """Batches of 2: the first (0, 1) is refilled from batch key 0 (rounds of 2: 8 and 10, then 11 and 12),
-    the second (2, 3) from key 1, which only has equal rewards: it hits the cap with 3 alone."""
+    """Batches of 2: the first (0, 1) is refilled from batch key 0 (rounds of 2: 8 and 10, then 11
+    and 12), the second (2, 3) from key 1, which only has equal rewards: it hits the cap with 3
+    alone."""
     settings = dict(refill_rounds=2, loss_type=loss_type, entropy_coef=0.1)
     run = R.train(settings, steps=1, batch_size=2, accumulate=2)
     assert run.data.refills == [(0, 1), (0, 2), (1, 1), (1, 2)]

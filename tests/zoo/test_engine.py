@@ -1,6 +1,6 @@
-"""Rollout engines: a second engine (`canned_engine.CannedEngine`) plugged in by config alone trains through the
-unchanged strategy, with dynamic sampling on; the policy enforces the engine contract; `full_weights` is what an
-engine must load."""
+"""Rollout engines: a second engine (`canned_engine.CannedEngine`) plugged in by config alone trains
+through the unchanged strategy, with dynamic sampling on; the policy enforces the engine contract;
+`full_weights` is what an engine must load."""
 
 import csv
 import json
@@ -25,11 +25,34 @@ STEPS, BATCH, G = 3, 4, 8
 def canned_run(tmp_path_factory) -> Path:
     cwd = tmp_path_factory.mktemp("canned")
     engine = {"class_path": "tests.zoo.canned_engine.CannedEngine", "init_args": {"log": str(cwd / "engine.jsonl")}}
-    zoo("fit", "--config", QUICKSTART, "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", str(STEPS),
-        "--trainer.log_every_n_steps", "1", "--validate_before_fit", "false", "--data.init_args.val_size", "8",
-        "--data.init_args.batch_size", str(BATCH), "--rollouts.every_n_steps", "1", "--rollouts.max_rows", "32",
-        "--model.init_args.engine", json.dumps(engine), "--trainer.strategy.init_args.refill_rounds", "3",
-        "--trainer.strategy.init_args.max_new_tokens", "2", cwd=cwd)  # a letter and its EOS
+    zoo(
+        "fit",
+        "--config",
+        QUICKSTART,
+        "--trainer.max_steps",
+        str(STEPS),
+        "--trainer.val_check_interval",
+        str(STEPS),
+        "--trainer.log_every_n_steps",
+        "1",
+        "--validate_before_fit",
+        "false",
+        "--data.init_args.val_size",
+        "8",
+        "--data.init_args.batch_size",
+        str(BATCH),
+        "--rollouts.every_n_steps",
+        "1",
+        "--rollouts.max_rows",
+        "32",
+        "--model.init_args.engine",
+        json.dumps(engine),
+        "--trainer.strategy.init_args.refill_rounds",
+        "3",
+        "--trainer.strategy.init_args.max_new_tokens",
+        "2",
+        cwd=cwd,
+    )  # a letter and its EOS
     return cwd
 
 
@@ -73,7 +96,8 @@ def test_dynamic_sampling_from_the_cli_refills_until_the_batch_is_full(canned_ru
     assert len(training_generates) == sum(1 + int(float(r["train/dynamic/rounds"])) for r in steps)
 
 
-# ---- the contract, in process ----------------------------------------------------------------------------
+# ---- the contract, in process
+# ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def policy():
     module = QwenVLPolicy("tiny:qwen2_5_vl")
@@ -93,11 +117,14 @@ def test_hf_generate_is_the_default_engine(policy):
     assert isinstance(policy.engine, HFEngine) and policy.engine.policy is policy
 
 
-@pytest.mark.parametrize("engine, max_new_tokens, error", [
-    (CannedEngine(["<|image_pad|>"]), 4, "banned token"),
-    (CannedEngine(["A"], end_with_eos=False), 4, "without an EOS before max_new_tokens"),
-    (CannedEngine(["A B C D E F G H"]), 3, "over max_new_tokens=3"),
-])
+@pytest.mark.parametrize(
+    "engine, max_new_tokens, error",
+    [
+        (CannedEngine(["<|image_pad|>"]), 4, "banned token"),
+        (CannedEngine(["A"], end_with_eos=False), 4, "without an EOS before max_new_tokens"),
+        (CannedEngine(["A B C D E F G H"]), 3, "over max_new_tokens=3"),
+    ],
+)
 def test_an_engine_that_breaks_the_contract_is_a_clear_error(policy, engine, max_new_tokens, error):
     engine.bind(policy)
     policy.engine = engine
@@ -123,7 +150,8 @@ def test_canned_ids_become_the_rollout_and_weights_are_synced_when_they_change(p
         policy.engine.bind(policy)
     assert first.completions == [engine.text(ex.uid, g) for ex in examples() for g in range(2)]
     assert not first.truncated.any() and first.completion_ids.shape[1] == max(
-        len(policy.tokenizer(t, add_special_tokens=False)["input_ids"]) + 1 for t in first.completions)
+        len(policy.tokenizer(t, add_special_tokens=False)["input_ids"]) + 1 for t in first.completions
+    )
     assert [e["event"] for e in events_of(tmp_path / "log.jsonl")].count("sync") == 2
 
 
@@ -148,6 +176,9 @@ def test_full_weights_are_the_exported_weights(lora):
     assert weights.keys() == exported.keys()
     for name, value in exported.items():
         torch.testing.assert_close(weights[name], value, msg=name, rtol=1e-5, atol=1e-6)
-    base = {n.replace(".base_layer", ""): v for n, v in module.model.state_dict().items()
-            if n.endswith(".base_layer.weight")}
+    base = {
+        n.replace(".base_layer", ""): v
+        for n, v in module.model.state_dict().items()
+        if n.endswith(".base_layer.weight")
+    }
     assert bool(lora) == bool(base) and all(not torch.equal(weights[n], v) for n, v in base.items())  # merged

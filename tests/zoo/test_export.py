@@ -1,4 +1,5 @@
-"""`zoo export`: a checkpoint becomes a Hugging Face directory whose logits equal the trained policy's."""
+"""`zoo export`: a checkpoint becomes a Hugging Face directory whose logits equal the trained
+policy's."""
 
 import random
 
@@ -14,7 +15,8 @@ from zoo.cli import main
 
 
 def trained_checkpoint(path, lora):
-    """A policy whose trainable weights moved away from the base, saved as a Lightning checkpoint would be."""
+    """A policy whose trainable weights moved away from the base, saved as a Lightning checkpoint
+    would be."""
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", lora=lora)
     policy.configure_model()

@@ -1,4 +1,5 @@
-"""FSDP2: which blocks become units, and one GRPO step of every family x tiny checkpoint on 2 processes."""
+"""FSDP2: which blocks become units, and one GRPO step of every family x tiny checkpoint on 2
+processes."""
 
 import json
 import math
@@ -37,32 +38,50 @@ class Model(nn.Module):
 
 def test_nested_no_split_modules_give_the_outermost_block_once():
     model = Model()
-    # Omni-like: an encoder listed with its layers; Qwen2-Audio-like: a layer listed with its attention
+    # Omni-like: an encoder listed with its layers; Qwen2-Audio-like: a layer listed with its
+    # attention
     assert list(shard_blocks(model, {"Encoder", "Layer"})) == [model.encoder, model.decoder[0]]
     assert list(shard_blocks(model, {"Layer", "Linear"})) == [*model.encoder.layers, model.decoder[0], model.head]
     assert list(shard_blocks(model, set())) == []
 
 
 def test_every_tiny_family_is_a_case():
-    """The 3B-shape family is left out: it has the real model's parameter count (GPU speed measurements only)."""
+    """The 3B-shape family is left out: it has the real model's parameter count (GPU speed
+    measurements only)."""
     assert {ckpt.removeprefix("tiny:") for _, ckpt in CASES} == set(tiny.families()) - {"qwen2_5_vl_3b"}
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
-    """Both ranks' reports of `tests.zoo.fsdp_families`, run by torchrun in fresh interpreters (a forked child
-    of this one could deadlock in torch's thread pool)."""
+    """Both ranks' reports of `tests.zoo.fsdp_families`, run by torchrun in fresh interpreters (a
+    forked child of this one could deadlock in torch's thread pool)."""
     out = tmp_path_factory.mktemp("fsdp")
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                             "-m", "tests.zoo.fsdp_families", str(out)], cwd=out, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "tests.zoo.fsdp_families",
+            str(out),
+        ],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
 def _assert_sharded(params: list[dict], name: str) -> None:
-    """Rank 0 holds the first ceil(rows / 2) rows of a parameter, rank 1 the rest, both on a 2-rank mesh."""
+    """Rank 0 holds the first ceil(rows / 2) rows of a parameter, rank 1 the rest, both on a 2-rank
+    mesh."""
     first, second = params
     assert first["dtensor"] and second["dtensor"], f"{name} is not sharded"
     assert first["placements"] == second["placements"] == ["S(0)"] and first["mesh_size"] == 2, name
@@ -89,8 +108,9 @@ def test_a_grpo_step_on_two_processes_shards_every_parameter_and_updates_them(ra
 
 @pytest.mark.parametrize("case", [case_id(*c) for c in CASES])
 def test_full_weights_for_a_rollout_engine_are_the_gathered_shards(ranks, case):
-    """What a rollout engine is given under FSDP2: every rank the same full tensors, each the concatenation of
-    the ranks' shards (its sum is theirs), under the parameter's own name and shape."""
+    """What a rollout engine is given under FSDP2: every rank the same full tensors, each the
+    concatenation of the ranks' shards (its sum is theirs), under the parameter's own name and
+    shape."""
     reports = [r[case] for r in ranks]
     full = reports[0]["full_weights"]
     assert reports[1]["full_weights"] == full

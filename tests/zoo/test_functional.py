@@ -41,22 +41,24 @@ def test_clipped_surrogate_by_hand():
     old = torch.zeros(2, 1)
     logps = torch.log(torch.tensor([[1.5], [0.5]]))
     mask = torch.ones(2, 1)
-    # positive advantage, ratio 1.5 -> clipped at 1.2: loss -1.2; negative advantage, ratio 0.5 -> clipped
-    # at 0.8: min(0.5 * -1, 0.8 * -1) = -0.8 -> loss 0.8
+    # positive advantage, ratio 1.5 -> clipped at 1.2: loss -1.2; negative advantage, ratio 0.5 ->
+    # clipped at 0.8: min(0.5 * -1, 0.8 * -1) = -0.8 -> loss 0.8
     loss, clipped = F.per_token_loss(logps, old, torch.tensor([1.0, -1.0]), mask, "grpo", 0.2)
     assert_close(loss, torch.tensor([[-1.2], [0.8]]))
     assert clipped.tolist() == [[True], [True]]
     # inside the trust region nothing is clipped and the loss is -ratio * A
-    loss, clipped = F.per_token_loss(torch.log(torch.tensor([[1.1]])), torch.zeros(1, 1), torch.tensor([2.0]),
-                                     torch.ones(1, 1), "grpo", 0.2)
+    loss, clipped = F.per_token_loss(
+        torch.log(torch.tensor([[1.1]])), torch.zeros(1, 1), torch.tensor([2.0]), torch.ones(1, 1), "grpo", 0.2
+    )
     assert_close(loss, torch.tensor([[-2.2]]))
     assert not clipped.any()
 
 
 def test_clip_higher_widens_upper_range_only():
     logps = torch.log(torch.tensor([[1.25], [0.7]]))
-    loss, _ = F.per_token_loss(logps, torch.zeros(2, 1), torch.tensor([1.0, -1.0]), torch.ones(2, 1),
-                               "dapo", epsilon=0.2, epsilon_high=0.28)
+    loss, _ = F.per_token_loss(
+        logps, torch.zeros(2, 1), torch.tensor([1.0, -1.0]), torch.ones(2, 1), "dapo", epsilon=0.2, epsilon_high=0.28
+    )
     # 1.25 < 1.28 is not clipped: -1.25; 0.7 < 0.8 is clipped low: 0.8
     assert_close(loss, torch.tensor([[-1.25], [0.8]]))
 
@@ -99,7 +101,8 @@ def test_kl_estimators_by_hand():
 def test_aggregation_modes_by_hand():
     values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
-    # sequence-level types: row means (2, 4), summed -> 6; token-level ones: token sum 1 + 2 + 3 + 4 = 10
+    # sequence-level types: row means (2, 4), summed -> 6; token-level ones: token sum 1 + 2 + 3 + 4
+    # = 10
     for loss_type in ("grpo", "gspo"):
         assert F.aggregate(values, mask, loss_type, 2.0).item() == 3.0
     for loss_type in ("dr_grpo", "dapo", "bnpo", "gpg"):
@@ -136,10 +139,12 @@ def test_losses_register_themselves():
     @F.register_loss("test_sum", F.by_rows)
     def summed(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high=None):
         return -advantages[:, None] * logps, torch.zeros_like(logps, dtype=torch.bool)
+
     try:
         assert F.LOSSES["test_sum"].per_token is summed and F.LOSSES["test_sum"].off_policy
-        loss, _ = F.per_token_loss(torch.ones(1, 2), torch.ones(1, 2), torch.tensor([2.0]), torch.ones(1, 2),
-                                   "test_sum")
+        loss, _ = F.per_token_loss(
+            torch.ones(1, 2), torch.ones(1, 2), torch.tensor([2.0]), torch.ones(1, 2), "test_sum"
+        )
         assert_close(loss, torch.full((1, 2), -2.0))
         with pytest.raises(ValueError, match="already registered"):
             F.register_loss("test_sum", F.by_rows)(summed)

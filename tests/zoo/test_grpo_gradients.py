@@ -1,8 +1,10 @@
-"""The GRPO strategy's gradients, pinned against GRPO written again from the formulas (`grpo_reference`).
+"""The GRPO strategy's gradients, pinned against GRPO written again from the formulas
+(`grpo_reference`).
 
-Each option's test first checks that the reference gradient with the option differs from the gradient the
-strategy would produce if it ignored or inverted the option, then that the strategy's gradient (recorded by
-the optimizer, after clipping; plain SGD, so the scale counts) equals the reference, step by step.
+Each option's test first checks that the reference gradient with the option differs from the
+gradient the strategy would produce if it ignored or inverted the option, then that the strategy's
+gradient (recorded by the optimizer, after clipping; plain SGD, so the scale counts) equals the
+reference, step by step.
 """
 
 import os
@@ -42,8 +44,9 @@ def differs(a, b) -> bool:
 
 
 def check(settings: dict, ignored: dict, **run) -> R.Run:
-    """The strategy with ``settings`` trains as the reference does, and the reference with ``ignored`` (what
-    the strategy would do if it dropped or inverted the option) is told apart from it."""
+    """The strategy with ``settings`` trains as the reference does, and the reference with
+    ``ignored`` (what the strategy would do if it dropped or inverted the option) is told apart from
+    it."""
     expected = R.reference(settings, **run)
     assert differs(expected, R.reference(settings | ignored, **run)), "the case cannot see the option"
     result = R.train(settings, **run)
@@ -72,8 +75,10 @@ OPTIONS = {  # name: (settings, what the strategy would use if it ignored or inv
     "num_iterations": (dict(num_iterations=2), dict(num_iterations=1)),
     "mask_truncated": (dict(mask_truncated=True), dict(mask_truncated=False)),
     "filter_zero_variance": (dict(filter_zero_variance=True), dict(filter_zero_variance=False)),
-    "filter_zero_variance-kl": (KL | dict(filter_zero_variance=True, loss_type="dapo"),
-                                dict(filter_zero_variance=False)),
+    "filter_zero_variance-kl": (
+        KL | dict(filter_zero_variance=True, loss_type="dapo"),
+        dict(filter_zero_variance=False),
+    ),
     "entropy_coef": (dict(entropy_coef=0.1), dict(entropy_coef=0.0)),
     "max_grad_norm": (dict(max_grad_norm=0.02), dict(max_grad_norm=None)),
 }
@@ -88,16 +93,17 @@ def test_each_option_changes_the_gradient_as_its_formula_says(name):
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_each_loss_type_on_policy_with_kl_entropy_and_micro_batches(loss_type):
     settings = dict(loss_type=loss_type, beta=0.2, entropy_coef=0.1, micro_batch_size=3)
-    # on one batch at ratio 1 bnpo and gpg equal dapo, and gspo equals grpo: each is told from another type
+    # on one batch at ratio 1 bnpo and gpg equal dapo, and gspo equals grpo: each is told from
+    # another type
     run = check(settings, dict(loss_type="dapo" if loss_type in ("grpo", "gspo") else "grpo"))
     assert max(run.policy.chunks) == 3  # micro_batch_size reached the forward passes
 
 
 @pytest.mark.parametrize("loss_type", [t for t in LOSS_TYPES if F.LOSSES[t].off_policy])
 def test_each_loss_type_reuses_its_samples_with_importance_ratios(loss_type):
-    # the second iteration sees ratios away from 1 and clipping; old log-probs recomputed (ratio 1) differ
-    check(dict(loss_type=loss_type, num_iterations=2, epsilon=0.1, filter_zero_variance=True),
-          dict(epsilon=1e9))
+    # the second iteration sees ratios away from 1 and clipping; old log-probs recomputed (ratio 1)
+    # differ
+    check(dict(loss_type=loss_type, num_iterations=2, epsilon=0.1, filter_zero_variance=True), dict(epsilon=1e9))
 
 
 def test_micro_batching_and_a_filtered_batch_keep_the_whole_batch_normaliser():
@@ -110,7 +116,8 @@ def test_sampling_settings_reach_the_policy_and_log_probs_are_untruncated():
     settings = dict(num_generations=3, max_new_tokens=5, temperature=0.8, top_p=0.9)
     run = R.train(settings)
     assert run.policy.sampled[0] == settings
-    # top_p shapes sampling only: the log-probs are those of the full tempered softmax (as in TRL and verl)
+    # top_p shapes sampling only: the log-probs are those of the full tempered softmax (as in TRL
+    # and verl)
     assert_same(run.grads, R.reference(settings))
     assert run.policy.reference_calls == 0  # beta 0 loads and runs no reference model
 
@@ -118,8 +125,14 @@ def test_sampling_settings_reach_the_policy_and_log_probs_are_untruncated():
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 @pytest.mark.parametrize("filtered", [False, True])
 def test_accumulating_two_batches_equals_one_batch_holding_their_groups(loss_type, filtered):
-    settings = dict(loss_type=loss_type, filter_zero_variance=filtered, scale_rewards="batch", beta=0.2,
-                    entropy_coef=0.1, micro_batch_size=3)
+    settings = dict(
+        loss_type=loss_type,
+        filter_zero_variance=filtered,
+        scale_rewards="batch",
+        beta=0.2,
+        entropy_coef=0.1,
+        micro_batch_size=3,
+    )
     run = R.train(settings, steps=2, batch_size=2, accumulate=2)
     one_batch = R.reference(settings, steps=2, batch_size=4)
     if F.LOSSES[loss_type].per_batch:  # bnpo: by definition the mean of each batch's token mean
@@ -147,6 +160,7 @@ def test_a_skipped_step_is_counted_once(monkeypatch):
     def nan_first(*args, **kwargs):
         calls.append(1)
         return aggregate(*args, **kwargs) * (float("nan") if len(calls) == 1 else 1.0)
+
     monkeypatch.setattr(F, "aggregate", nan_first)
     run = R.train(dict(num_iterations=2), steps=2, metrics=True)
     assert run.grads[0] is None  # the NaN gradient was dropped, the second iteration stepped
@@ -165,7 +179,8 @@ def test_a_loss_without_importance_ratio_refuses_several_iterations():
         GRPOStrategy(loss_type="gpg", num_iterations=2)
 
 
-# ---- two processes (gloo): rank 0 keeps no group in step 0, rank 1 none in step 1 -----------------------
+# ---- two processes (gloo): rank 0 keeps no group in step 0, rank 1 none in step 1
+# -----------------------
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -175,15 +190,31 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """Gradients of every 2-process case (`grpo_reference.RANK_CASES`), from 2 processes started as
-    torchrun starts them (fresh interpreters: forked children of a process that used torch's threads hang)."""
+    torchrun starts them (fresh interpreters: forked children of a process that used torch's threads
+    hang)."""
     tmp = tmp_path_factory.mktemp("ranks")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", GROUP_RANK="0", TORCHELASTIC_RUN_ID="grpo-test",
-               OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        GROUP_RANK="0",
+        TORCHELASTIC_RUN_ID="grpo-test",
+        OMP_NUM_THREADS="1",
+    )
     logs = [open(tmp / f"rank{r}.log", "w+") for r in range(2)]
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.zoo.grpo_reference", str(tmp / "grads.pt")],
-                              env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, cwd=ROOT, stdout=log,
-                              stderr=subprocess.STDOUT) for r, log in enumerate(logs)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.zoo.grpo_reference", str(tmp / "grads.pt")],
+            env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for r, log in enumerate(logs)
+    ]
     for proc in procs:
         proc.wait(timeout=300)
     for proc, log in zip(procs, logs, strict=True):
@@ -202,8 +233,8 @@ def test_two_processes_train_the_global_batch_as_one_process_does(two_ranks, nam
 
 @pytest.mark.parametrize("name", R.DYNAMIC_RANK_CASES)
 def test_two_processes_keep_the_groups_one_process_keeps(two_ranks, name):
-    """Dynamic sampling: rank 0 holds no group with unequal rewards in step 0's batch and keeps both refill
-    groups (and leaves the surplus one), rank 1 keeps none in step 1."""
+    """Dynamic sampling: rank 0 holds no group with unequal rewards in step 0's batch and keeps both
+    refill groups (and leaves the surplus one), rank 1 keeps none in step 1."""
     settings = R.DYNAMIC_RANK_CASES[name]
     assert_same(two_ranks[name], R.reference(settings, batches=R.KEPT[settings["refill_rounds"]]))
 
@@ -217,7 +248,8 @@ def test_two_processes_accumulating_train_the_window_as_one_batch(two_ranks, nam
 
 
 class DapoOfMyOwn(F.Loss):
-    """``dapo`` written as a user's own loss type: the same surrogate, the default (token) normaliser."""
+    """``dapo`` written as a user's own loss type: the same surrogate, the default (token)
+    normaliser."""
 
     def per_token(self, logps, old_logps, advantages, mask, epsilon, epsilon_high):
         return F.per_token_loss(logps, old_logps, advantages, mask, "dapo", epsilon, epsilon_high)
@@ -243,8 +275,14 @@ def test_a_loss_type_is_given_by_class_path_in_a_config():
     from tests.test_configs import parse_args
 
     path = f"{__name__}.DapoOfMyOwn"
-    config = parse_args(["--config", str(ROOT / "configs/quickstart.yaml"),
-                         "--trainer.strategy.init_args.loss_type", f'{{"class_path": "{path}"}}']).config
+    config = parse_args(
+        [
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--trainer.strategy.init_args.loss_type",
+            f'{{"class_path": "{path}"}}',
+        ]
+    ).config
     assert config.trainer.strategy.init_args.loss_type.class_path == path
     strategy = GRPOStrategy(loss_type=DapoOfMyOwn())
     assert F.find_loss(strategy.loss_type) is strategy.loss_type

@@ -1,5 +1,5 @@
-"""GRPO on the GUI and embodied tasks: a few steps of tiny Qwen2.5-VL on each, from synthetic sources and from
-a GUITrajectories file with an unreadable screenshot."""
+"""GRPO on the GUI and embodied tasks: a few steps of tiny Qwen2.5-VL on each, from synthetic
+sources and from a GUITrajectories file with an unreadable screenshot."""
 
 from functools import partial
 
@@ -13,8 +13,11 @@ from tests.helpers import grpo_fit
 from zoo import QwenVLPolicy
 
 GUI = partial(SyntheticGUI, size=40, width=56, height=84)
-CASES = [(GUIInverseDynamics(scales=[1.0, 0.5]), GUI), (GUIGrounding(answer_format="bare"), GUI),
-         (EmbodiedInverseDynamics(answer_format="bare"), partial(SyntheticGridWorld, size=40))]
+CASES = [
+    (GUIInverseDynamics(scales=[1.0, 0.5]), GUI),
+    (GUIGrounding(answer_format="bare"), GUI),
+    (EmbodiedInverseDynamics(answer_format="bare"), partial(SyntheticGridWorld, size=40)),
+]
 
 
 def fit(data: PretextDataModule, steps: int = 2):
@@ -36,11 +39,14 @@ def test_an_unreadable_screenshot_is_skipped_and_training_completes(tmp_path, ca
         shot(tmp_path / f"{i}.png", 60 * i)
     (tmp_path / "broken.png").write_bytes(b"\x89PNG broken")
     actions = [{"action": "scroll", "direction": "down"}, {"action": "navigate_back"}, {"action": "wait"}]
-    rows = [{"screenshots": ["0.png", "1.png", "2.png", "3.png"], "actions": actions},
-            {"screenshots": ["3.png", "broken.png"], "actions": [{"action": "wait"}]}]
+    rows = [
+        {"screenshots": ["0.png", "1.png", "2.png", "3.png"], "actions": actions},
+        {"screenshots": ["3.png", "broken.png"], "actions": [{"action": "wait"}]},
+    ]
     source = GUITrajectories(write_jsonl(tmp_path / "episodes.jsonl", rows))
-    data = PretextDataModule(source, GUIInverseDynamics(output="letter", answer_format="bare"), batch_size=2,
-                             val_size=0, epoch_size=4)
+    data = PretextDataModule(
+        source, GUIInverseDynamics(output="letter", answer_format="bare"), batch_size=2, val_size=0, epoch_size=4
+    )
     with caplog.at_level("WARNING"):
         trainer = fit(data)
     assert trainer.global_step == 2 and data.skipped >= 1 and "broken.png" in caplog.text

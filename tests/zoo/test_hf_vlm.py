@@ -1,4 +1,5 @@
-"""HFVLMPolicy on tiny Idefics3, Gemma 3 and LLaVA-OneVision: placeholders, banned tokens, groups, export, GRPO."""
+"""HFVLMPolicy on tiny Idefics3, Gemma 3 and LLaVA-OneVision: placeholders, banned tokens, groups,
+export, GRPO."""
 
 from functools import partial
 
@@ -13,14 +14,17 @@ from tests.helpers import make_item
 from tests.zoo.test_policy_contract import image_examples, video_examples
 from zoo import GRPOStrategy, HFVLMPolicy
 
-STRUCTURE = {"tiny:idefics3": ["<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
-                               "<row_6_col_6>"],
-             "tiny:gemma3": ["<start_of_image>", "<image_soft_token>", "<end_of_image>"],
-             "tiny:llava_onevision": ["<image>", "<video>"]}
+STRUCTURE = {
+    "tiny:idefics3": ["<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>", "<row_6_col_6>"],
+    "tiny:gemma3": ["<start_of_image>", "<image_soft_token>", "<end_of_image>"],
+    "tiny:llava_onevision": ["<image>", "<video>"],
+}
 
-MISMATCH = {"tiny:idefics3": ("image_seq_len", lambda n: n - 1),
-            "tiny:gemma3": ("full_image_sequence", lambda text: text.replace("<image_soft_token>", "", 1)),
-            "tiny:llava_onevision": ("num_image_tokens", lambda n: 9)}
+MISMATCH = {
+    "tiny:idefics3": ("image_seq_len", lambda n: n - 1),
+    "tiny:gemma3": ("full_image_sequence", lambda text: text.replace("<image_soft_token>", "", 1)),
+    "tiny:llava_onevision": ("num_image_tokens", lambda n: 9),
+}
 
 
 @pytest.fixture(scope="module", params=HFVLMPolicy.tiny_checkpoints)
@@ -46,8 +50,9 @@ def test_placeholder_count_mismatch_is_a_clear_error(policy, monkeypatch):
 
 
 def test_module_groups_partition_the_parameters(policy):
-    groups = {name: {id(p) for m in modules for p in m.parameters()} for name, modules in
-              policy.module_groups().items()}
+    groups = {
+        name: {id(p) for m in modules for p in m.parameters()} for name, modules in policy.module_groups().items()
+    }
     assert sorted(groups) == ["aligner", "llm", "vision"] and all(groups.values())
     assert sum(map(len, groups.values())) == len({id(p) for p in policy.model.parameters()})  # disjoint, complete
     assert set().union(*groups.values()) == {id(p) for p in policy.model.parameters()}
@@ -81,8 +86,11 @@ def test_save_pretrained_round_trip_gives_the_same_logits(policy, tmp_path):
     with torch.no_grad():
         first, second = policy.token_log_probs(rollout, rows)[0], reloaded.token_log_probs(rollout, rows)[0]
     assert torch.equal(first, second)
-    assert reloaded.encode(image_examples()).tensors["input_ids"].equal(policy.encode(image_examples()).tensors[
-        "input_ids"])
+    assert (
+        reloaded.encode(image_examples())
+        .tensors["input_ids"]
+        .equal(policy.encode(image_examples()).tensors["input_ids"])
+    )
 
 
 @pytest.mark.parametrize("checkpoint", HFVLMPolicy.tiny_checkpoints)
@@ -90,12 +98,19 @@ def test_grpo_steps_on_rotation(checkpoint):
     torch.manual_seed(0)
     policy = HFVLMPolicy(checkpoint, optimizer=partial(torch.optim.AdamW, lr=1e-3))
     task = Rotation(labels="letters", answer_format="bare")
-    data = PretextDataModule(SyntheticScenes(size=16, image_size=48), task, batch_size=2, val_size=2,
-                             epoch_size=4)
-    trainer = Trainer(max_steps=2, strategy=GRPOStrategy(num_generations=2, max_new_tokens=3, entropy_coef=0.01),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)], num_sanity_val_steps=0,
-                      val_check_interval=2, check_val_every_n_epoch=None)
+    data = PretextDataModule(SyntheticScenes(size=16, image_size=48), task, batch_size=2, val_size=2, epoch_size=4)
+    trainer = Trainer(
+        max_steps=2,
+        strategy=GRPOStrategy(num_generations=2, max_new_tokens=3, entropy_coef=0.01),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[GRPOMetrics(summary=False)],
+        num_sanity_val_steps=0,
+        val_check_interval=2,
+        check_val_every_n_epoch=None,
+    )
     trainer.fit(policy, data)
     logged = trainer.callback_metrics
     assert trainer.global_step == 2 and torch.isfinite(logged["train/grpo/loss"])
@@ -109,9 +124,19 @@ def test_llava_onevision_anyres_counts_match_the_model(aspect, monkeypatch):
     monkeypatch.setattr(policy.model.config, "vision_aspect_ratio", aspect)
     monkeypatch.setattr(policy.processor, "vision_aspect_ratio", aspect)
     image = make_item("image", 0)
-    examples = [Example([{"role": "user", "content": [{"type": "image", "image": image.resize(size)},
-                                                      {"type": "text", "text": "?"}]}], "x", f"{size}")
-                for size in [(60, 40), (20, 90), (90, 20), (64, 64), (33, 31)]]
+    examples = [
+        Example(
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image", "image": image.resize(size)}, {"type": "text", "text": "?"}],
+                }
+            ],
+            "x",
+            f"{size}",
+        )
+        for size in [(60, 40), (20, 90), (90, 20), (64, 64), (33, 31)]
+    ]
     batch = policy.encode(examples)  # the count check agrees with the processor
     with torch.no_grad():  # and the model's own feature count agrees with both
         policy.model(**batch.select([4, 0, 2]))

@@ -1,6 +1,6 @@
-"""The hybrids' losses by hand (`zoo.hybrid`): LUFFY's shaped off-policy term, SRFT's entropy-aware weights and its
-SFT term on a hand-built window part, the demonstration joining its group, and Entropulse's switching logic on
-canned entropy traces."""
+"""The hybrids' losses by hand (`zoo.hybrid`): LUFFY's shaped off-policy term, SRFT's entropy-aware
+weights and its SFT term on a hand-built window part, the demonstration joining its group, and
+Entropulse's switching logic on canned entropy traces."""
 
 import math
 import random
@@ -40,10 +40,15 @@ def test_srft_weights_at_one_nat():
 
 
 def hand_part():
-    """Row 0 a sample (advantage 1), row 1 the demonstration (advantage 2; its second token is padding)."""
+    """Row 0 a sample (advantage 1), row 1 the demonstration (advantage 2; its second token is
+    padding)."""
     rollout = SimpleNamespace(expert=torch.tensor([False, True]))
-    return SimpleNamespace(rollout=rollout, advantages=torch.tensor([1.0, 2.0]), rows=torch.arange(2),
-                           mask=torch.tensor([[True, True], [True, False]]))
+    return SimpleNamespace(
+        rollout=rollout,
+        advantages=torch.tensor([1.0, 2.0]),
+        rows=torch.arange(2),
+        mask=torch.tensor([[True, True], [True, False]]),
+    )
 
 
 def test_srft_loss_of_a_hand_built_part():
@@ -54,21 +59,28 @@ def test_srft_loss_of_a_hand_built_part():
     per_token = -part.advantages[:, None] * torch.ones(2, 2)  # the on-policy surrogate at ratio 1: -A
     guidance.prepare(strategy, [part])  # one demonstration token in the window
     per_token, extra = guidance.adjust(strategy, part, torch.arange(2), out, per_token, None)
-    # sample, positive advantage: -A * 0.1 * exp(H); demonstration: -A * p / (p + 0.1), unclipped, no ratio
+    # sample, positive advantage: -A * 0.1 * exp(H); demonstration: -A * p / (p + 0.1), unclipped,
+    # no ratio
     expected = torch.tensor([[-0.1 * math.e, -0.1], [-2 * 0.5 / 0.6, -2 * 0.9 / 1.0]])
     torch.testing.assert_close(per_token, expected)
     # SFT: the demonstration's one counted token, w_SFT = 0.5 exp(-1), NLL -log 0.5, over 1 token
     assert float(extra.detach()) == pytest.approx(0.5 * math.exp(-1) * math.log(2))
     extra.backward()
-    assert float(logps.grad[1, 0]) == pytest.approx(-0.5 * math.exp(-1)) and float(logps.grad.abs().sum()) == \
-        pytest.approx(0.5 * math.exp(-1))  # no gradient on the sample's tokens nor on padding
+    assert float(logps.grad[1, 0]) == pytest.approx(-0.5 * math.exp(-1)) and float(
+        logps.grad.abs().sum()
+    ) == pytest.approx(0.5 * math.exp(-1))  # no gradient on the sample's tokens nor on padding
 
 
 def test_the_demonstration_is_the_last_row_of_its_group():
-    sampled = Rollout(examples=["a", "b"], prompts=None, num_generations=2,
-                      completion_ids=torch.tensor([[1, 0], [2, 2], [3, 0], [4, 4]]),
-                      completion_mask=torch.tensor([[True, True], [True, True], [True, True], [True, True]]),
-                      truncated=torch.tensor([False, True, False, True]), completions=["1", "22", "3", "44"])
+    sampled = Rollout(
+        examples=["a", "b"],
+        prompts=None,
+        num_generations=2,
+        completion_ids=torch.tensor([[1, 0], [2, 2], [3, 0], [4, 4]]),
+        completion_mask=torch.tensor([[True, True], [True, True], [True, True], [True, True]]),
+        truncated=torch.tensor([False, True, False, True]),
+        completions=["1", "22", "3", "44"],
+    )
     ids, mask = torch.tensor([[7, 7, 0], [8, 0, 0]]), torch.tensor([[True, True, True], [True, True, False]])
     joined = join_groups(sampled, ids, mask, torch.tensor([True, False]), ["77", "8"], pad=0)
     assert joined.num_generations == 3 and joined.size == 6
@@ -80,7 +92,8 @@ def test_the_demonstration_is_the_last_row_of_its_group():
 
 
 def test_expert_guidance_refuses_self_rewarded_tasks():
-    """A self-rewarded task scores samples by agreement, the demonstration by its answer: refused, not mixed."""
+    """A self-rewarded task scores samples by agreement, the demonstration by its answer: refused,
+    not mixed."""
     tasks = {"rotation": SimpleNamespace(self_reward=None), "jigsaw": SimpleNamespace(self_reward=object())}
     datamodule = SimpleNamespace(demonstration=lambda example: "A", tasks=tasks)
     strategy = SimpleNamespace(lightning_module=SimpleNamespace(trainer=SimpleNamespace(datamodule=datamodule)))
@@ -89,7 +102,8 @@ def test_expert_guidance_refuses_self_rewarded_tasks():
 
 
 def phases(schedule: Schedule, trace: list[float], steps: int, ready=lambda step: True) -> str:
-    """Drive ``schedule`` as Entropulse does: each RL step measures the next entropy of ``trace``."""
+    """Drive ``schedule`` as Entropulse does: each RL step measures the next entropy of
+    ``trace``."""
     out, entropy, measured = [], None, iter(trace)
     for step in range(steps):
         phase = schedule.next_phase(entropy, ready(step))
@@ -100,8 +114,9 @@ def phases(schedule: Schedule, trace: list[float], steps: int, ready=lambda step
 
 def test_sft_starts_when_the_window_mean_falls_below_the_threshold_and_rl_resumes():
     schedule = Schedule(threshold=0.5, window=3, sft_steps=2)
-    # RL steps measure 1.0, 0.4, 0.3 (window mean 0.57), then 0.2: the window 0.4, 0.3, 0.2 (mean 0.3) collapses,
-    # two SFT steps; RL starts a new window: 0.9, 0.1, 0.1 (mean 0.37) collapses again
+    # RL steps measure 1.0, 0.4, 0.3 (window mean 0.57), then 0.2: the window 0.4, 0.3, 0.2 (mean
+    # 0.3) collapses, two SFT steps; RL starts a new window: 0.9, 0.1, 0.1 (mean 0.37) collapses
+    # again
     trace = [1.0, 0.4, 0.3, 0.2, 0.9, 0.1, 0.1, 0.6]
     assert phases(schedule, trace, 12) == "RRRRSSRRRSSR"
     assert schedule.phases == 2

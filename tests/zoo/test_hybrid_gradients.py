@@ -1,6 +1,7 @@
-"""The hybrids' gradients (`zoo.hybrid`: SRFT, LUFFY, Entropulse) pinned against GRPO written again from the papers'
-formulas (`grpo_reference`): a demonstration as the last row of every group, its shaped unclipped off-policy
-term, SRFT's entropy-weighted SFT term and positive-sample weights, and Entropulse's SFT step on a success.
+"""The hybrids' gradients (`zoo.hybrid`: SRFT, LUFFY, Entropulse) pinned against GRPO written again
+from the papers' formulas (`grpo_reference`): a demonstration as the last row of every group, its
+shaped unclipped off-policy term, SRFT's entropy-weighted SFT term and positive-sample weights, and
+Entropulse's SFT step on a success.
 """
 
 import pytest
@@ -18,11 +19,9 @@ CASES = {  # name: (settings, what the strategy would use if it ignored or inver
     "srft-positive_coef": (dict(guidance=SRFT), dict(guidance=("srft", {"positive_coef": None}))),
     "srft-entropy_aware": (dict(guidance=("srft", {"entropy_aware": False})), dict(guidance=SRFT)),
     "srft-filter": (dict(guidance=SRFT, filter_zero_variance=True), dict(filter_zero_variance=False)),
-    "srft-mask_truncated": (dict(guidance=SRFT, mask_truncated=True, max_new_tokens=3),
-                            dict(mask_truncated=False)),
+    "srft-mask_truncated": (dict(guidance=SRFT, mask_truncated=True, max_new_tokens=3), dict(mask_truncated=False)),
     "srft-iterations": (dict(guidance=SRFT, num_iterations=2, epsilon=0.05), dict(num_iterations=1)),
-    "srft-kl-entropy-micro": (dict(guidance=SRFT, beta=0.2, entropy_coef=0.1, micro_batch_size=3),
-                              dict(beta=0.0)),
+    "srft-kl-entropy-micro": (dict(guidance=SRFT, beta=0.2, entropy_coef=0.1, micro_batch_size=3), dict(beta=0.0)),
     "srft-scale-none": (dict(guidance=SRFT, scale_rewards="none"), dict(scale_rewards="group")),
 }
 
@@ -47,9 +46,9 @@ def test_accumulating_two_batches_keeps_one_sft_normaliser(loss_type):
 
 
 def test_entropulse_trains_sft_on_the_success_once_entropy_collapses():
-    """Batches of 2 prompts: step 0 is GRPO (prompt 1's sample 0 is the only full-accuracy completion); a
-    threshold no entropy reaches makes step 1 an SFT step on that sample (drawn twice), at the weights step 0
-    left."""
+    """Batches of 2 prompts: step 0 is GRPO (prompt 1's sample 0 is the only full-accuracy
+    completion); a threshold no entropy reaches makes step 1 an SFT step on that sample (drawn
+    twice), at the weights step 0 left."""
     settings = dict(guidance=("entropulse", {"threshold": 100.0, "window": 1, "sft_steps": 1}))
     run = R.train(settings, steps=2, batch_size=2, metrics=True)
     (grpo,) = R.reference({}, steps=1, batch_size=2)

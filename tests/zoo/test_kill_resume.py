@@ -1,5 +1,6 @@
-"""A run killed with SIGKILL mid-training resumes from its last checkpoint and ends where an uninterrupted run
-ends; a checkpoint write that dies half-way leaves the previous checkpoint intact."""
+"""A run killed with SIGKILL mid-training resumes from its last checkpoint and ends where an
+uninterrupted run ends; a checkpoint write that dies half-way leaves the previous checkpoint
+intact."""
 
 import os
 import signal
@@ -24,7 +25,8 @@ STEPS = 5
 
 
 class KillAt(Callback):
-    """SIGKILL this process once ``step`` optimizer steps are done: no cleanup, no final checkpoint."""
+    """SIGKILL this process once ``step`` optimizer steps are done: no cleanup, no final
+    checkpoint."""
 
     def __init__(self, step: int):
         self.step = step
@@ -38,14 +40,24 @@ def train(save_dir: str, kill_at: int | None = None, resume: bool = False) -> di
     """The run under test: checkpoints to ``save_dir`` every step (keeping ``last.ckpt``)."""
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
-    data = PretextDataModule(SyntheticScenes(size=100), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=4, val_size=0, epoch_size=12)  # 3 batches an epoch: crosses one
+    data = PretextDataModule(
+        SyntheticScenes(size=100),
+        Rotation(labels="letters", answer_format="bare"),
+        batch_size=4,
+        val_size=0,
+        epoch_size=12,
+    )  # 3 batches an epoch: crosses one
     callbacks = [ModelCheckpoint(save_dir, every_n_train_steps=1, save_last=True)]
     callbacks += [KillAt(kill_at)] if kill_at else []
-    trainer = Trainer(max_steps=STEPS, strategy=GRPOStrategy(num_generations=4, max_new_tokens=3,
-                                                             entropy_coef=0.05),
-                      logger=False, enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=callbacks, limit_val_batches=0)
+    trainer = Trainer(
+        max_steps=STEPS,
+        strategy=GRPOStrategy(num_generations=4, max_new_tokens=3, entropy_coef=0.05),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        limit_val_batches=0,
+    )
     trainer.fit(policy, data, ckpt_path=str(Path(save_dir) / "last.ckpt") if resume else None)
     return {n: p.detach().clone() for n, p in policy.named_parameters()}
 
@@ -75,8 +87,9 @@ def test_a_write_that_dies_half_way_keeps_the_previous_checkpoint(tmp_path, monk
     before = last.read_bytes()
 
     def dies_half_way(self, data):
-        self.f.write(data[:len(data) // 2])
+        self.f.write(data[: len(data) // 2])
         raise OSError("disk gone")
+
     monkeypatch.setattr(fsspec.implementations.local.LocalFileOpener, "write", dies_half_way, raising=False)
     with pytest.raises(OSError, match="disk gone"):  # the writer every checkpoint goes through
         TorchCheckpointIO().save_checkpoint({"state": torch.zeros(1000)}, last)

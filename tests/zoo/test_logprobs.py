@@ -19,7 +19,8 @@ def test_log_prob_and_entropy_of_a_known_distribution():
 
 
 def test_temperature_scores_the_distribution_that_was_sampled():
-    # logits / 2: probabilities proportional to sqrt(1, 2, 1), i.e. 1 - sqrt(2)/2, sqrt(2) - 1, 1 - sqrt(2)/2
+    # logits / 2: probabilities proportional to sqrt(1, 2, 1), i.e. 1 - sqrt(2)/2, sqrt(2) - 1, 1 -
+    # sqrt(2)/2
     logps, entropy = token_log_probs(LOGITS, SAMPLED, temperature=2.0)
     edge, middle = 1 - math.sqrt(2) / 2, math.sqrt(2) - 1  # 0.2929, 0.4142
     torch.testing.assert_close(logps, torch.tensor([[math.log(middle)]]))  # -0.8814

@@ -1,4 +1,5 @@
-"""LoRA: a GRPO run trains only the adapters, and the KL reference is the base model with adapters off."""
+"""LoRA: a GRPO run trains only the adapters, and the KL reference is the base model with adapters
+off."""
 
 import random
 from functools import partial
@@ -34,13 +35,20 @@ def trained():
     policy = lora_policy()
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     policy.load = lambda path: pytest.fail("LoRA must not load a reference copy")
-    data = PretextDataModule(SyntheticScenes(size=50), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=2, val_size=0)
-    trainer = Trainer(max_steps=2, strategy=GRPOStrategy(num_generations=4, max_new_tokens=2, beta=0.1,
-                                                         entropy_coef=0.1),
-                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False, callbacks=[GRPOMetrics(summary=False)], limit_val_batches=0,
-                      num_sanity_val_steps=0)
+    data = PretextDataModule(
+        SyntheticScenes(size=50), Rotation(labels="letters", answer_format="bare"), batch_size=2, val_size=0
+    )
+    trainer = Trainer(
+        max_steps=2,
+        strategy=GRPOStrategy(num_generations=4, max_new_tokens=2, beta=0.1, entropy_coef=0.1),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[GRPOMetrics(summary=False)],
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(policy, data)
     return policy, before, trainer
 
@@ -82,11 +90,14 @@ def test_lora_on_the_vision_tower_with_a_frozen_aligner():
     assert any(".visual." in n for n in trainable) and not any("merger" in n for n in trainable)
 
 
-@pytest.mark.parametrize("options, match", [
-    (dict(lora={"groups": ["llm"]}, freeze=["llm"]), "both frozen and adapted"),
-    (dict(lora={"groups": ["wings"]}), "wings"),
-    (dict(lora={"target_modules": ["nope"]}), "matched no linear layer"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        (dict(lora={"groups": ["llm"]}, freeze=["llm"]), "both frozen and adapted"),
+        (dict(lora={"groups": ["wings"]}), "wings"),
+        (dict(lora={"target_modules": ["nope"]}), "matched no linear layer"),
+    ],
+)
 def test_bad_lora_settings_are_clear_errors(options, match):
     with pytest.raises(ValueError, match=match):
         QwenVLPolicy(TINY, **options).configure_model()

@@ -1,5 +1,6 @@
-"""GRPO steps of the spliced policies (PointLMPolicy, EncoderLMPolicy) and of tiny Qwen-VL on rendered point
-clouds, through Lightning like `zoo fit`; plus what the encoder -> LM splice must get right."""
+"""GRPO steps of the spliced policies (PointLMPolicy, EncoderLMPolicy) and of tiny Qwen-VL on
+rendered point clouds, through Lightning like `zoo fit`; plus what the encoder -> LM splice must get
+right."""
 
 import random
 from functools import partial
@@ -23,13 +24,13 @@ def adamw():
     return partial(torch.optim.AdamW, lr=1e-3)
 
 
-@pytest.mark.parametrize("task", [PointCloudRotation(answer_format="bare"), PointCloudJigsaw(num_slabs=3)],
-                         ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "task", [PointCloudRotation(answer_format="bare"), PointCloudJigsaw(num_slabs=3)], ids=lambda t: t.name
+)
 def test_point_lm_grpo_steps(task):
     torch.manual_seed(0)
     policy = PointLMPolicy("tiny:qwen2", num_tokens=8, optimizer=adamw())
-    data = PretextDataModule(SyntheticPointClouds(size=20, num_points=64), task, batch_size=2, val_size=2,
-                             epoch_size=4)
+    data = PretextDataModule(SyntheticPointClouds(size=20, num_points=64), task, batch_size=2, val_size=2, epoch_size=4)
     trainer = fit(policy, data)
     assert f"val/{task.name}/accuracy" in trainer.callback_metrics
     assert all(p.grad is None or torch.isfinite(p.grad).all() for p in policy.parameters())
@@ -43,8 +44,13 @@ def test_point_lm_grpo_on_ply_files_with_a_corrupt_one(tmp_path):
         pcd.colors = o3d.utility.Vector3dVector(points[:, 3:].astype(np.float64))
         assert o3d.io.write_point_cloud(str(tmp_path / f"ok{i}.ply"), pcd)
     (tmp_path / "broken.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 5\nend_header\n1 2\n")
-    data = PretextDataModule(PointCloudFolder(str(tmp_path), num_points=64), PointCloudRotation(answer_format="bare"),
-                             batch_size=2, val_size=0, epoch_size=8)
+    data = PretextDataModule(
+        PointCloudFolder(str(tmp_path), num_points=64),
+        PointCloudRotation(answer_format="bare"),
+        batch_size=2,
+        val_size=0,
+        epoch_size=8,
+    )
     torch.manual_seed(0)
     fit(PointLMPolicy("tiny:qwen2", num_tokens=8, optimizer=adamw()), data, steps=3)
     assert data.skipped >= 1
@@ -53,8 +59,13 @@ def test_point_lm_grpo_on_ply_files_with_a_corrupt_one(tmp_path):
 def test_encoder_lm_grpo_steps_with_a_frozen_backbone():
     torch.manual_seed(0)
     policy = EncoderLMPolicy("tiny:qwen2", freeze=["vision"], optimizer=adamw())
-    data = PretextDataModule(SyntheticScenes(size=20, image_size=56), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=2, val_size=2, epoch_size=4)
+    data = PretextDataModule(
+        SyntheticScenes(size=20, image_size=56),
+        Rotation(labels="letters", answer_format="bare"),
+        batch_size=2,
+        val_size=2,
+        epoch_size=4,
+    )
     fit(policy, data)
     assert not any(p.requires_grad for p in policy.model.encoder.parameters())
     assert policy.model.encoder.num_tokens == 25  # test_convnext: a 5 x 5 feature map at 160 px
@@ -63,8 +74,9 @@ def test_encoder_lm_grpo_steps_with_a_frozen_backbone():
 def test_qwen_vl_grpo_steps_on_rendered_point_clouds():
     torch.manual_seed(0)
     task = PointCloudRotation(render=True, image_size=56, answer_format="bare")
-    data = PretextDataModule(SyntheticPointClouds(size=20, num_points=128), task, batch_size=2, val_size=2,
-                             epoch_size=4)
+    data = PretextDataModule(
+        SyntheticPointClouds(size=20, num_points=128), task, batch_size=2, val_size=2, epoch_size=4
+    )
     trainer = fit(QwenVLPolicy("tiny:qwen2_5_vl", optimizer=adamw()), data)
     assert f"train/reward/{task.name}/accuracy" in trainer.callback_metrics
 
@@ -125,8 +137,9 @@ def test_encoder_lm_builds_any_timm_backbone_for_the_image_size(backbone, tokens
 
 def test_a_lora_point_lm_exports_merged_weights_that_reload_with_the_same_logits(tmp_path):
     torch.manual_seed(0)
-    policy = PointLMPolicy("tiny:qwen2", num_tokens=6, group_size=5, width=32,
-                           lora={"rank": 4, "groups": ["llm", "encoder"]})
+    policy = PointLMPolicy(
+        "tiny:qwen2", num_tokens=6, group_size=5, width=32, lora={"rank": 4, "groups": ["llm", "encoder"]}
+    )
     policy.configure_model()
     with torch.no_grad():  # adapters start as a no-op: move them so the merge has something to carry
         for name, param in policy.named_parameters():
@@ -136,10 +149,10 @@ def test_a_lora_point_lm_exports_merged_weights_that_reload_with_the_same_logits
     reloaded = PointLMPolicy(str(tmp_path))
     reloaded.configure_model()
     assert not [n for n in reloaded.state_dict() if "lora_" in n]
-    batch = policy.encode([PointCloudRotation().make_example(make_item("point_cloud", i), random.Random(i))
-                           for i in range(2)]).tensors
+    batch = policy.encode(
+        [PointCloudRotation().make_example(make_item("point_cloud", i), random.Random(i)) for i in range(2)]
+    ).tensors
     policy.model.eval()
     reloaded.model.eval()
     with torch.no_grad():
-        torch.testing.assert_close(reloaded.model(**batch).logits, policy.model(**batch).logits, atol=1e-5,
-                                   rtol=1e-5)
+        torch.testing.assert_close(reloaded.model(**batch).logits, policy.model(**batch).logits, atol=1e-5, rtol=1e-5)

@@ -1,4 +1,5 @@
-"""Every PolicyModule family x every tiny checkpoint it declares: encode, sample, score, train, export."""
+"""Every PolicyModule family x every tiny checkpoint it declares: encode, sample, score, train,
+export."""
 
 import random
 
@@ -33,25 +34,39 @@ def policy(request):
 
 
 def image_examples() -> list[Example]:
-    """Prompts with one image, two images of other sizes, and no image: media counts differ per row."""
+    """Prompts with one image, two images of other sizes, and no image: media counts differ per
+    row."""
     task = Rotation(answer_format="bare")
     one = task.make_example(make_item("image", 0), random.Random(0))
-    two = Example([{"role": "user", "content": [
-        {"type": "image", "image": make_item("image", 1).resize((56, 84))},
-        {"type": "image", "image": make_item("image", 2).resize((84, 56))},
-        {"type": "text", "text": "Which image is taller?"}]}], "first", "two_images")
+    two = Example(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "image": make_item("image", 1).resize((56, 84))},
+                    {"type": "image", "image": make_item("image", 2).resize((84, 56))},
+                    {"type": "text", "text": "Which image is taller?"},
+                ],
+            }
+        ],
+        "first",
+        "two_images",
+    )
     text = Example([{"role": "user", "content": "Say hi."}], "hi", "text")
     return [one, two, text]
 
 
 def video_examples() -> list[Example]:
-    """A video-only prompt and a prompt mixing an image and a shorter video at another frame rate."""
+    """A video-only prompt and a prompt mixing an image and a shorter video at another frame
+    rate."""
     video = make_item("video", 3)
     clip = {"type": "video", "video": video.frames[:6], "fps": video.fps}
     short = {"type": "video", "video": video.frames[::4], "fps": video.fps / 4}
     image = {"type": "image", "image": make_item("image", 4).resize((56, 56))}
-    return [Example([{"role": "user", "content": [clip, {"type": "text", "text": "Which way?"}]}], "left", "v"),
-            Example([{"role": "user", "content": [image, short, {"type": "text", "text": "Same?"}]}], "no", "iv")]
+    return [
+        Example([{"role": "user", "content": [clip, {"type": "text", "text": "Which way?"}]}], "left", "v"),
+        Example([{"role": "user", "content": [image, short, {"type": "text", "text": "Same?"}]}], "no", "iv"),
+    ]
 
 
 def point_cloud_examples() -> list[Example]:
@@ -59,10 +74,20 @@ def point_cloud_examples() -> list[Example]:
     from tasks import PointCloudRotation
 
     one = PointCloudRotation(answer_format="bare").make_example(make_item("point_cloud", 0), random.Random(0))
-    two = Example([{"role": "user", "content": [
-        {"type": "point_cloud", "points": make_item("point_cloud", 1).points[:200, :3]},
-        {"type": "point_cloud", "points": make_item("point_cloud", 2).points},
-        {"type": "text", "text": "Which is taller?"}]}], "first", "two_clouds")
+    two = Example(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "point_cloud", "points": make_item("point_cloud", 1).points[:200, :3]},
+                    {"type": "point_cloud", "points": make_item("point_cloud", 2).points},
+                    {"type": "text", "text": "Which is taller?"},
+                ],
+            }
+        ],
+        "first",
+        "two_clouds",
+    )
     text = Example([{"role": "user", "content": "Say hi."}], "hi", "text")
     return [one, two, text]
 
@@ -72,9 +97,11 @@ def audio_examples() -> list[Example]:
     clip = make_item("audio", 5)
     wave, rate = clip.waveform, clip.sampling_rate
     first = {"type": "audio", "audio": wave[:rate], "sampling_rate": rate}
-    other = {"type": "audio", "audio": resample(wave[rate // 2:], rate, 22050), "sampling_rate": 22050}
-    return [Example([{"role": "user", "content": [first, other, {"type": "text", "text": "Same?"}]}], "no", "aa"),
-            Example([{"role": "user", "content": [first, {"type": "text", "text": "Loud?"}]}], "yes", "a")]
+    other = {"type": "audio", "audio": resample(wave[rate // 2 :], rate, 22050), "sampling_rate": 22050}
+    return [
+        Example([{"role": "user", "content": [first, other, {"type": "text", "text": "Same?"}]}], "no", "aa"),
+        Example([{"role": "user", "content": [first, {"type": "text", "text": "Loud?"}]}], "yes", "a"),
+    ]
 
 
 def audio_image_examples() -> list[Example]:
@@ -119,12 +146,14 @@ def test_sample_shapes(policy):
 
 
 def media_token_ids(policy) -> set[int]:
-    """The placeholder ids media features replace: a spliced policy's own token, else the HF config's."""
+    """The placeholder ids media features replace: a spliced policy's own token, else the HF
+    config's."""
     if hasattr(policy.model, "placeholder_id"):
         return {policy.model.placeholder_id}
     config = policy.model.config
-    media = {getattr(config, key) for key in ("image_token_id", "video_token_id", "audio_token_id")
-             if hasattr(config, key)}
+    media = {
+        getattr(config, key) for key in ("image_token_id", "video_token_id", "audio_token_id") if hasattr(config, key)
+    }
     assert media, f"{type(policy).__name__}: no media token id found"
     return media
 
@@ -139,18 +168,21 @@ def test_completions_never_contain_banned_tokens(policy):
 
 
 def test_scoring_log_probs_match_the_sampling_distribution(policy):
-    """Re-scoring a rollout reproduces the logits generate saw (same positions, rope, media), after the
-    same temperature and suppression."""
+    """Re-scoring a rollout reproduces the logits generate saw (same positions, rope, media), after
+    the same temperature and suppression."""
     examples = examples_for(policy)
     rollout = policy.sample(examples, 2, max_new_tokens=6, temperature=0.7, seed=11)
     inputs = rollout.prompts.select([b for b in range(len(examples)) for _ in range(2)])
     policy.model.eval()
-    out = policy.model.generate(**inputs, generation_config=policy.generation_config(6), output_logits=True,
-                                return_dict_in_generate=True,
-                                logits_processor=[SeededSampling(example_row_seeds(examples, 2, 11),
-                                                                 inputs["input_ids"].shape[1], 0.7)])
+    out = policy.model.generate(
+        **inputs,
+        generation_config=policy.generation_config(6),
+        output_logits=True,
+        return_dict_in_generate=True,
+        logits_processor=[SeededSampling(example_row_seeds(examples, 2, 11), inputs["input_ids"].shape[1], 0.7)],
+    )
     policy.model.train()
-    generated = out.sequences[:, inputs["input_ids"].shape[1]:]
+    generated = out.sequences[:, inputs["input_ids"].shape[1] :]
     mask = rollout.completion_mask
     assert torch.equal(generated[mask], rollout.completion_ids[mask])  # the same seeded samples
     logits = torch.stack(out.logits, dim=1).float() / 0.7  # [N, L, V] raw logits of generate
@@ -178,7 +210,7 @@ def test_micro_batches_see_the_same_rows(policy):
     rows = torch.arange(rollout.size)
     with torch.no_grad():
         whole = policy.token_log_probs(rollout, rows)[0]
-        parts = torch.cat([policy.token_log_probs(rollout, rows[i:i + 4])[0] for i in range(0, len(rows), 4)])
+        parts = torch.cat([policy.token_log_probs(rollout, rows[i : i + 4])[0] for i in range(0, len(rows), 4)])
         shuffled = torch.tensor([5, 0, 3])
         picked = policy.token_log_probs(rollout, shuffled)[0]
     mask = rollout.completion_mask
@@ -198,8 +230,7 @@ def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
     if isinstance(module, zoo.QwenVLPolicy):
         assert all(".visual." in n and "merger" not in n for n in frozen)
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
-    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2,
-                                  weight_decay=0.0)
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2, weight_decay=0.0)
     torch.manual_seed(4)
     rollout = module.sample(examples_for(module), 2, max_new_tokens=4)
     out = module.training_step(rollout, torch.arange(rollout.size))
@@ -226,8 +257,9 @@ def test_save_pretrained_round_trip(policy, tmp_path):
 def test_unsupported_media_is_a_clear_error(policy):
     kinds = {"image", "video", "audio", "point_cloud"} - policy.content_kinds
     kind = sorted(kinds)[0]
-    bad = Example([{"role": "user", "content": [{"type": kind, kind: None}, {"type": "text", "text": "?"}]}],
-                  "x", "bad")
+    bad = Example(
+        [{"role": "user", "content": [{"type": kind, kind: None}, {"type": "text", "text": "?"}]}], "x", "bad"
+    )
     with pytest.raises(ValueError, match=kind):
         policy.encode([bad])
 
@@ -239,8 +271,8 @@ def test_unknown_freeze_group_is_a_clear_error(policy):
 
 
 def test_lora_trains_only_adapters_and_its_reference_is_the_base(policy):
-    """Default LoRA (language model only): one step moves the adapters and nothing else, and the reference
-    log-probs (adapters off) stay those of the untrained policy."""
+    """Default LoRA (language model only): one step moves the adapters and nothing else, and the
+    reference log-probs (adapters off) stay those of the untrained policy."""
     module = type(policy)(pretrained=policy.pretrained, lora={"rank": 2})
     module.configure_model()
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}
@@ -262,16 +294,18 @@ def test_lora_trains_only_adapters_and_its_reference_is_the_base(policy):
 
 
 def test_prefix_sharing_gives_the_same_completions(policy):
-    """Prompts of different lengths (left padded) and media: sampling from one prefill per prompt with the cache
-    repeated G times gives, token for token, the completions of G copies of each prompt, with the dynamic and
-    the static cache; G = 1 gives the first of each group (row noise is keyed by example and g)."""
+    """Prompts of different lengths (left padded) and media: sampling from one prefill per prompt
+    with the cache repeated G times gives, token for token, the completions of G copies of each
+    prompt, with the dynamic and the static cache; G = 1 gives the first of each group (row noise is
+    keyed by example and g)."""
     examples = examples_for(policy)
     for i, ex in enumerate(examples):
         ex.uid = f"ex{i}"
     copies = policy.sample(examples, 2, max_new_tokens=6, seed=3, share_prefix=False)
     batches = []
-    hook = policy.model.register_forward_hook(lambda m, args, kwargs, out: batches.append(
-        kwargs["input_ids"].shape), with_kwargs=True)
+    hook = policy.model.register_forward_hook(
+        lambda m, args, kwargs, out: batches.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
     try:
         shared = policy.sample(examples, 2, max_new_tokens=6, seed=3, share_prefix=True)
     finally:

@@ -1,4 +1,5 @@
-"""`zoo preview` draws what the policy sees for every task into a PNG, from the data section alone."""
+"""`zoo preview` draws what the policy sees for every task into a PNG, from the data section
+alone."""
 
 import functools
 import os
@@ -53,8 +54,12 @@ def test_every_task_renders_what_the_policy_sees(cls, tmp_path):
 
 def test_image_files_are_opened_and_unknown_parts_noted_not_fatal(tmp_path, caplog):
     make_item("image").save(tmp_path / "a.png")
-    content = [{"type": "image", "image": str(tmp_path / "a.png")}, {"type": "mesh", "mesh": None},
-               {"type": "image", "image": str(tmp_path / "missing.png")}, {"type": "text", "text": "Which?"}]
+    content = [
+        {"type": "image", "image": str(tmp_path / "a.png")},
+        {"type": "mesh", "mesh": None},
+        {"type": "image", "image": str(tmp_path / "missing.png")},
+        {"type": "text", "text": "Which?"},
+    ]
     example = tasks.Example([{"role": "user", "content": content}], "A", "probe")
     captions = [p.caption for p in drawing.panels(example)]
     assert captions[0] == "1: 112x84" and captions[1] == "2: <mesh> not drawn"
@@ -85,9 +90,14 @@ def _entries(out: str) -> list[tuple[str, str, str, str]]:
 def test_quickstart_from_the_command_line_shows_what_training_gets(tmp_path):
     out = tmp_path / "q.png"
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "zoo", "preview", "--config", "configs/quickstart.yaml",
-                             "--n", "4", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo", "preview", "--config", "configs/quickstart.yaml", "--n", "4", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with Image.open(out) as png:
         assert png.size == (4 * (preview.TILE_WIDTH + 2) + 2, png.height) and png.height > preview.PANEL_HEIGHT
@@ -100,14 +110,32 @@ def test_quickstart_from_the_command_line_shows_what_training_gets(tmp_path):
     assert f"4 train examples -> {out}" in result.stdout
 
 
-@pytest.mark.parametrize("config, kind, caption", [("video_demo", "<video>", r"\d\.\d\ds"),
-                                                   ("audio_demo", "<audio>", r"Hz"),
-                                                   ("depth_demo", "<image>", r"depth"),
-                                                   ("pointlm_demo", "<point_cloud>", r"points")])
+@pytest.mark.parametrize(
+    "config, kind, caption",
+    [
+        ("video_demo", "<video>", r"\d\.\d\ds"),
+        ("audio_demo", "<audio>", r"Hz"),
+        ("depth_demo", "<image>", r"depth"),
+        ("pointlm_demo", "<point_cloud>", r"points"),
+    ],
+)
 def test_multimodal_configs_preview(config, kind, caption, tmp_path, capsys):
     out = tmp_path / f"{config}.png"
-    main(["preview", "--config", str(ROOT / "configs" / f"{config}.yaml"), "--n", "3", "--columns", "2",
-          "--split", "val", "--out", str(out)])
+    main(
+        [
+            "preview",
+            "--config",
+            str(ROOT / "configs" / f"{config}.yaml"),
+            "--n",
+            "3",
+            "--columns",
+            "2",
+            "--split",
+            "val",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     entries = _entries(printed)
     assert [uid for _, _, uid, _ in entries] == ["0:val:0:0", "0:val:0:1", "0:val:0:2"]
@@ -127,8 +155,21 @@ def test_the_model_is_never_built(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(PolicyModule, "__init__", refuse)
     out = tmp_path / "p.png"
-    main(["preview", "--config", str(ROOT / "configs/quickstart.yaml"), "--model.init_args.pretrained",
-          str(tmp_path / "no-such-checkpoint"), "--seed", "5", "--n", "2", "--out", str(out)])
+    main(
+        [
+            "preview",
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--model.init_args.pretrained",
+            str(tmp_path / "no-such-checkpoint"),
+            "--seed",
+            "5",
+            "--n",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert [uid for _, _, uid, _ in _entries(capsys.readouterr().out)] == ["5:train:0:0", "5:train:0:1"]
     with Image.open(out) as png:
         assert png.width == 2 * (preview.TILE_WIDTH + 2) + 2
@@ -140,22 +181,45 @@ def test_unreadable_items_are_reported_not_fatal(tmp_path, capsys):
     for i in range(6):
         make_item("image", seed=i).save(folder / f"{i}.png")
     (folder / "0_broken.png").write_bytes(b"not a png")
-    config = (ROOT / "configs/quickstart.yaml").read_text().replace(
-        "{class_path: datamodules.SyntheticScenes, init_args: {image_size: 56}}",
-        f"{{class_path: datamodules.ImageFolder, init_args: {{root: {folder}}}}}")
+    config = (
+        (ROOT / "configs/quickstart.yaml")
+        .read_text()
+        .replace(
+            "{class_path: datamodules.SyntheticScenes, init_args: {image_size: 56}}",
+            f"{{class_path: datamodules.ImageFolder, init_args: {{root: {folder}}}}}",
+        )
+    )
     (tmp_path / "folder.yaml").write_text(config)
-    main(["preview", "--config", str(tmp_path / "folder.yaml"), "--data.init_args.val_size", "1",
-          "--data.init_args.test_size", "0",
-          "--data.init_args.batch_size", "2", "--n", "6", "--out", str(tmp_path / "f.png")])
+    main(
+        [
+            "preview",
+            "--config",
+            str(tmp_path / "folder.yaml"),
+            "--data.init_args.val_size",
+            "1",
+            "--data.init_args.test_size",
+            "0",
+            "--data.init_args.batch_size",
+            "2",
+            "--n",
+            "6",
+            "--out",
+            str(tmp_path / "f.png"),
+        ]
+    )
     printed = capsys.readouterr().out
     assert len(_entries(printed)) == 6
     assert "skipped 1 item(s) of ImageFolder: unreadable" in printed
 
 
-@pytest.mark.parametrize("config, args, message", [
-    ("papers/ssl4rl_rotation.yaml", [], "cannot build the data section: FileNotFoundError: ImageFolder root"),
-    ("quickstart.yaml", ["--data.init_args.val_size", "0", "--split", "val"], "has no val examples"),
-    ("quickstart.yaml", ["--data.init_args.epoch_size", "4"], "holds no full global batch")])
+@pytest.mark.parametrize(
+    "config, args, message",
+    [
+        ("papers/ssl4rl_rotation.yaml", [], "cannot build the data section: FileNotFoundError: ImageFolder root"),
+        ("quickstart.yaml", ["--data.init_args.val_size", "0", "--split", "val"], "has no val examples"),
+        ("quickstart.yaml", ["--data.init_args.epoch_size", "4"], "holds no full global batch"),
+    ],
+)
 def test_what_would_stop_the_run_is_one_clear_line(config, args, message, tmp_path):
     with pytest.raises(SystemExit, match=message):
         main(["preview", "--config", str(ROOT / "configs" / config), *args, "--out", str(tmp_path / "x.png")])

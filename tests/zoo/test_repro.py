@@ -1,6 +1,7 @@
-"""`zoo repro`: each claim's script at a reduced budget (a few steps, 8 held-out items). The headline results
-need the full budget (docs/reproductions.md); here the tables, the JSON, the held-out sets and what is
-robust after a few steps (the zero-variance mechanism, the KL term) are checked."""
+"""`zoo repro`: each claim's script at a reduced budget (a few steps, 8 held-out items). The
+headline results need the full budget (docs/reproductions.md); here the tables, the JSON, the
+held-out sets and what is robust after a few steps (the zero-variance mechanism, the KL term) are
+checked."""
 
 import json
 
@@ -16,7 +17,8 @@ def test_graded_reward_binary_groups_are_all_zero_more_often(tmp_path, capsys):
     result = repro("graded_reward", **SMALL, json=str(tmp_path / "out.json"))
     rows = {r["arm"]: r for r in result["rows"]}
     assert set(rows) == {"graded", "binary"} and all(r["steps"] == 2 and r["B"] == 4 for r in rows.values())
-    # a random policy rarely picks the exact order among 24: binary groups are nearly all zero, graded vary
+    # a random policy rarely picks the exact order among 24: binary groups are nearly all zero,
+    # graded vary
     assert rows["binary"]["train"]["frac_zero_std"][0] > rows["graded"]["train"]["frac_zero_std"][0] + 0.3
     for row in rows.values():
         assert set(row["after"]["jigsaw"]) >= {"accuracy", "exact", "footrule", "format"}
@@ -61,9 +63,10 @@ def test_kl_penalty_logs_kl_only_with_beta(capsys):
 
 
 def test_dynamic_sampling_refills_the_first_batch_with_groups_with_unequal_rewards():
-    """Both arms draw the same batches (same seed and data; seed 0's first batch has no group with unequal
-    rewards, so neither arm's weights move before the second): refill keeps the batch's groups with unequal
-    rewards and adds those of its rounds, while plain GRPO trains on the batch's own alone."""
+    """Both arms draw the same batches (same seed and data; seed 0's first batch has no group with
+    unequal rewards, so neither arm's weights move before the second): refill keeps the batch's
+    groups with unequal rewards and adds those of its rounds, while plain GRPO trains on the batch's
+    own alone."""
     result = repro("dynamic_sampling", **SMALL)
     rows = {r["arm"]: r for r in result["rows"]}
     plain, refill = rows["plain"], rows["refill 4"]

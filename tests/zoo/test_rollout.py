@@ -1,4 +1,5 @@
-"""Completion masks, seeded sampling noise, cache expansion for prefix sharing, and the sampling options."""
+"""Completion masks, seeded sampling noise, cache expansion for prefix sharing, and the sampling
+options."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""Scoring passes stay exact while doing less work: media encoded once per prompt, padding trimmed per
-micro-batch, no old-log-prob pass with one iteration, no second model for the LoRA reference."""
+"""Scoring passes stay exact while doing less work: media encoded once per prompt, padding trimmed
+per micro-batch, no old-log-prob pass with one iteration, no second model for the LoRA reference."""
 
 import dataclasses
 from functools import partial
@@ -16,8 +16,12 @@ from tests.zoo.test_policy_contract import examples_for, image_examples, video_e
 from zoo import GRPOStrategy, PolicyModule, QwenVLPolicy
 from zoo.rollout.rollout import completion_mask
 
-SHARING = [(cls, ckpt) for cls in discover(zoo, PolicyModule) for ckpt in cls.tiny_checkpoints
-           if cls.shared_media or cls.media_once is not PolicyModule.media_once]
+SHARING = [
+    (cls, ckpt)
+    for cls in discover(zoo, PolicyModule)
+    for ckpt in cls.tiny_checkpoints
+    if cls.shared_media or cls.media_once is not PolicyModule.media_once
+]
 
 
 def load(cls, ckpt: str, **kwargs) -> PolicyModule:
@@ -33,12 +37,13 @@ def encoder_input_rows(module, args: tuple, kwargs: dict) -> int:
 
 
 def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Log-probs ``[n, L]``, the gradient of their masked sum on the first trainable encoder weight, and
-    the input rows (patches, points, images) each encoder call took."""
+    """Log-probs ``[n, L]``, the gradient of their masked sum on the first trainable encoder weight,
+    and the input rows (patches, points, images) each encoder call took."""
     visual = policy.model.model.visual if hasattr(policy.model, "model") else policy.model.encoder
     patches = []
     handle = visual.register_forward_pre_hook(
-        lambda module, args, kwargs: patches.append(encoder_input_rows(module, args, kwargs)), with_kwargs=True)
+        lambda module, args, kwargs: patches.append(encoder_input_rows(module, args, kwargs)), with_kwargs=True
+    )
     policy.model.zero_grad()
     try:
         logps, _ = policy.token_log_probs(rollout, rows)
@@ -51,8 +56,8 @@ def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]
 
 @pytest.mark.parametrize("cls,ckpt", SHARING, ids=[f"{cls.__name__}-{c}" for cls, c in SHARING])
 def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_gradients(cls, ckpt):
-    """Single-image, two-image, text-only, video and image+video prompts (or the family's own media), 3
-    completions each."""
+    """Single-image, two-image, text-only, video and image+video prompts (or the family's own
+    media), 3 completions each."""
     policy = load(cls, ckpt)
     examples = image_examples() + video_examples() if "video" in policy.content_kinds else examples_for(policy)
     rollout = policy.sample(examples, 3, max_new_tokens=5, seed=1)
@@ -68,7 +73,8 @@ def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_grad
 
 
 def test_micro_batches_of_prompts_and_their_completions_share_correctly():
-    """Chunks that cut groups apart, and rows out of order: each row still gets its own prompt's media."""
+    """Chunks that cut groups apart, and rows out of order: each row still gets its own prompt's
+    media."""
     policy = load(QwenVLPolicy, "tiny:qwen2_5_vl")
     rollout = policy.sample(image_examples() + video_examples(), 2, max_new_tokens=4, seed=2)
     with torch.no_grad():
@@ -77,8 +83,9 @@ def test_micro_batches_of_prompts_and_their_completions_share_correctly():
         policy.reuse_media_features = True
         for chunk in (torch.tensor([1, 2, 3]), torch.tensor([9, 0, 4, 8, 5])):
             mask = rollout.completion_mask[chunk]
-            torch.testing.assert_close(policy.token_log_probs(rollout, chunk)[0][mask], whole[chunk][mask],
-                                       atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                policy.token_log_probs(rollout, chunk)[0][mask], whole[chunk][mask], atol=1e-5, rtol=0
+            )
 
 
 def uneven_rollout(policy):
@@ -97,13 +104,15 @@ def test_padding_trim_keeps_the_log_probs_and_shortens_the_forward():
     rollout = uneven_rollout(policy)
     widths = []
     handle = policy.model.register_forward_pre_hook(
-        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
     results = {}
     with torch.no_grad():
         for trim in (True, False):
             policy.trim_padding = trim
-            results[trim] = [policy.token_log_probs(rollout, rows)[0] for rows in
-                             (torch.tensor([2, 3]), torch.arange(4))]
+            results[trim] = [
+                policy.token_log_probs(rollout, rows)[0] for rows in (torch.tensor([2, 3]), torch.arange(4))
+            ]
     handle.remove()
     full = rollout.prompts.tensors["input_ids"].shape[1] + 8
     short_prompt = int(rollout.prompts.tensors["attention_mask"][1].sum())
@@ -116,8 +125,8 @@ def test_padding_trim_keeps_the_log_probs_and_shortens_the_forward():
 
 
 class ForwardCount(Callback):
-    """Records every forward of the policy's model: whether it ran with gradients, whether it decoded (KV
-    cache) or scored, and whether LoRA adapters were switched off."""
+    """Records every forward of the policy's model: whether it ran with gradients, whether it
+    decoded (KV cache) or scored, and whether LoRA adapters were switched off."""
 
     def __init__(self):
         self.calls = []
@@ -130,6 +139,7 @@ class ForwardCount(Callback):
         def record(model, args, kwargs):
             kind = "decode" if kwargs.get("use_cache") else ("train" if torch.is_grad_enabled() else "no_grad")
             self.calls.append((kind, any(layer.disable_adapters for layer in layers)))
+
         module.model.register_forward_pre_hook(record, with_kwargs=True)
 
     def count(self, kind: str) -> int:
@@ -137,19 +147,28 @@ class ForwardCount(Callback):
 
 
 def fit(policy_kwargs: dict, **grpo) -> tuple[ForwardCount, int]:
-    """One step on 2 prompts x 4 completions in micro-batches of 4 (2 chunks); returns the forward record
-    and how many times a model was loaded."""
+    """One step on 2 prompts x 4 completions in micro-batches of 4 (2 chunks); returns the forward
+    record and how many times a model was loaded."""
     loads = []
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3), **policy_kwargs)
     original = policy.load
     policy.load = lambda path: loads.append(path) or original(path)
-    data = PretextDataModule(SyntheticScenes(size=20), Rotation(labels="letters", answer_format="bare"),
-                             batch_size=2, val_size=0)
+    data = PretextDataModule(
+        SyntheticScenes(size=20), Rotation(labels="letters", answer_format="bare"), batch_size=2, val_size=0
+    )
     counter = ForwardCount()
     strategy = GRPOStrategy(num_generations=4, max_new_tokens=2, micro_batch_size=4, **grpo)
-    Trainer(max_steps=1, strategy=strategy, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-            enable_model_summary=False, callbacks=[counter], limit_val_batches=0).fit(policy, data)
+    Trainer(
+        max_steps=1,
+        strategy=strategy,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[counter],
+        limit_val_batches=0,
+    ).fit(policy, data)
     return counter, len(loads)
 
 

@@ -1,5 +1,6 @@
-"""``zoo select``: pass rates of canned completions by hand, the keep rules, the file SelectedItems reads back
-(checked against its source), and the command end to end on a tiny model with seeded completions."""
+"""``zoo select``: pass rates of canned completions by hand, the keep rules, the file SelectedItems
+reads back (checked against its source), and the command end to end on a tiny model with seeded
+completions."""
 
 import json
 
@@ -20,7 +21,8 @@ def numbers(n=10, val=2):
 
 
 def canned(batch):
-    """Four completions per example: item i is answered right ``i % 5`` times (0, 1, 2, 3, 4 of 4)."""
+    """Four completions per example: item i is answered right ``i % 5`` times (0, 1, 2, 3, 4 of
+    4)."""
     return [[f"<answer>{e.answer}</answer>" if k < e.meta[ITEM_KEY] % 5 else "wrong" for k in range(4)] for e in batch]
 
 
@@ -54,9 +56,29 @@ def test_the_file_reads_back_as_the_kept_items_and_the_held_out_ones(tmp_path):
 
 def test_zoo_select_scores_a_tiny_policy_and_writes_what_it_kept(tmp_path, capsys):
     out = tmp_path / "kept.json"
-    main(["select", "--config", CONFIG, "--data.init_args.source.init_args.size", "12",
-          "--data.init_args.val_size", "4", "--data.init_args.test_size", "0", "--data.init_args.batch_size", "4",
-          "--n", "6", "--out", str(out), "--device", "cpu", "--top", "0.5"])
+    main(
+        [
+            "select",
+            "--config",
+            CONFIG,
+            "--data.init_args.source.init_args.size",
+            "12",
+            "--data.init_args.val_size",
+            "4",
+            "--data.init_args.test_size",
+            "0",
+            "--data.init_args.batch_size",
+            "4",
+            "--n",
+            "6",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--top",
+            "0.5",
+        ]
+    )
     entry = json.loads(out.read_text())["modalities"]["image"]
     rates = {int(i): p for i, p in entry["pass_rates"].items()}
     assert sorted(rates) == list(range(8)) and entry["held_out"] == [8, 9, 10, 11]
@@ -64,8 +86,13 @@ def test_zoo_select_scores_a_tiny_policy_and_writes_what_it_kept(tmp_path, capsy
     assert entry["kept"] == kept(rates, top=0.5) and len(entry["kept"]) == 4
     assert "kept 4 of 8 scored items" in capsys.readouterr().out
     source = SyntheticScenes(size=12, image_size=56)
-    dm = PretextDataModule(SelectedItems(source, str(out)), Rotation(labels="letters", answer_format="bare"),
-                           batch_size=2, val_source=SelectedItems(source, str(out), part="held_out"), val_size=4)
+    dm = PretextDataModule(
+        SelectedItems(source, str(out)),
+        Rotation(labels="letters", answer_format="bare"),
+        batch_size=2,
+        val_source=SelectedItems(source, str(out), part="held_out"),
+        val_size=4,
+    )
     trained = {e.meta[ITEM_KEY] for b in dm.train_dataloader() for e in b}  # indices into the selection
     assert trained == {0, 1, 2, 3} and dm.item_splits()["image"] == ([0, 1, 2, 3], [])
 

@@ -12,8 +12,8 @@ HALF, QUARTER = math.log(0.5), math.log(0.25)
 
 
 def batch():
-    """Two rows: tokens with p = 1/2 and 1/4 then padding (-inf, as a masked-out pad id scores), and one token
-    with p = 1/2 then padding."""
+    """Two rows: tokens with p = 1/2 and 1/4 then padding (-inf, as a masked-out pad id scores), and
+    one token with p = 1/2 then padding."""
     logps = torch.tensor([[HALF, QUARTER, float("-inf")], [HALF, 0.0, float("-inf")]], requires_grad=True)
     mask = torch.tensor([[True, True, False], [True, False, False]])
     return logps, mask
@@ -43,7 +43,7 @@ def test_sequence_mean_by_hand():
 def test_divisor_makes_micro_batches_add_up():
     logps, mask = batch()
     whole = F.sft_loss(logps, mask, "token")
-    parts = sum(F.sft_loss(logps[i:i + 1], mask[i:i + 1], "token", divisor=3.0) for i in range(2))
+    parts = sum(F.sft_loss(logps[i : i + 1], mask[i : i + 1], "token", divisor=3.0) for i in range(2))
     assert_close(parts, whole)
     # a divisor of 1 is the plain sum: 4 log 2
     assert_close(F.sft_loss(logps, mask, "token", divisor=1.0), torch.tensor(4 * math.log(2)))

@@ -9,12 +9,24 @@ from zoo.tools import speed
 
 
 def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
-    zoo = {"steps": [{"s": 9.0, "tokens": 10, "sample_s": 5.0, "score_s": 0.1, "train_s": 3.0},
-                     {"s": 1.0, "tokens": 20, "sample_s": 0.5, "score_s": 0.1, "train_s": 0.4},
-                     {"s": 2.0, "tokens": 20, "sample_s": 1.5, "score_s": 0.1, "train_s": 0.4},
-                     {"s": 3.0, "tokens": 60, "sample_s": 2.5, "score_s": 0.1, "train_s": 0.4}], "peak_gib": 1.0}
-    trl = {"steps": [{"s": 10.0, "tokens": 10}, {"s": 4.0, "tokens": 40}, {"s": 6.0, "tokens": 30},
-                     {"s": 8.0, "tokens": 40}], "peak_gib": 2.0}
+    zoo = {
+        "steps": [
+            {"s": 9.0, "tokens": 10, "sample_s": 5.0, "score_s": 0.1, "train_s": 3.0},
+            {"s": 1.0, "tokens": 20, "sample_s": 0.5, "score_s": 0.1, "train_s": 0.4},
+            {"s": 2.0, "tokens": 20, "sample_s": 1.5, "score_s": 0.1, "train_s": 0.4},
+            {"s": 3.0, "tokens": 60, "sample_s": 2.5, "score_s": 0.1, "train_s": 0.4},
+        ],
+        "peak_gib": 1.0,
+    }
+    trl = {
+        "steps": [
+            {"s": 10.0, "tokens": 10},
+            {"s": 4.0, "tokens": 40},
+            {"s": 6.0, "tokens": 30},
+            {"s": 8.0, "tokens": 40},
+        ],
+        "peak_gib": 2.0,
+    }
     summaries = {"zoo": speed.summarise(zoo, warmup=1), "trl": speed.summarise(trl, warmup=1)}
     assert summaries["zoo"]["s_per_step"] == 2.0 and summaries["zoo"]["sample_s"] == 1.5
     assert summaries["zoo"]["completion_tokens_per_s"] == 20.0  # medians of 20, 10, 20 tokens/s
@@ -25,8 +37,25 @@ def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
 @pytest.mark.parametrize("framework", ["zoo", "trl"])
 def test_each_framework_runs_the_same_small_setting(tmp_path, framework):
     out = tmp_path / "speed.json"
-    main(["speed", "--frameworks", f"[{framework}]", "--steps", "1", "--warmup", "0", "--prompts", "2",
-          "--generations", "2", "--max_new_tokens", "2", "--json", str(out)])
+    main(
+        [
+            "speed",
+            "--frameworks",
+            f"[{framework}]",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--prompts",
+            "2",
+            "--generations",
+            "2",
+            "--max_new_tokens",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
     (result,) = json.loads(out.read_text())["results"].values()
     assert result["steps_timed"] == 1
     assert result["s_per_step"] > 0 and 0 < result["completion_tokens_per_s"]

@@ -1,4 +1,5 @@
-"""End-to-end `Trainer.fit` with the GRPO strategy on a tiny policy: options, metrics, micro-batching."""
+"""End-to-end `Trainer.fit` with the GRPO strategy on a tiny policy: options, metrics,
+micro-batching."""
 
 from functools import partial
 
@@ -16,20 +17,32 @@ from zoo.training import chunk_count, plan_micro_batches
 ADAMW = partial(torch.optim.AdamW, lr=1e-3)
 
 
-def fit(steps: int = 2, val_size: int = 0, callbacks=(), batch_size: int = 4, accumulate: int = 1,
-        optimizer=ADAMW, **grpo):
+def fit(
+    steps: int = 2, val_size: int = 0, callbacks=(), batch_size: int = 4, accumulate: int = 1, optimizer=ADAMW, **grpo
+):
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=optimizer)
-    data = PretextDataModule(SyntheticScenes(size=200), Rotation(labels="letters", answer_format="bare",
-                                                                 format_weight=0.1),
-                             batch_size=batch_size, val_size=val_size)
+    data = PretextDataModule(
+        SyntheticScenes(size=200),
+        Rotation(labels="letters", answer_format="bare", format_weight=0.1),
+        batch_size=batch_size,
+        val_size=val_size,
+    )
     settings = dict(num_generations=4, max_new_tokens=3) | grpo
     metrics = GRPOMetrics(summary=False)
-    trainer = Trainer(max_steps=steps, strategy=GRPOStrategy(**settings), logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=[metrics, *callbacks], limit_val_batches=1.0 if val_size else 0,
-                      num_sanity_val_steps=0, val_check_interval=steps if val_size else None,
-                      accumulate_grad_batches=accumulate)
+    trainer = Trainer(
+        max_steps=steps,
+        strategy=GRPOStrategy(**settings),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[metrics, *callbacks],
+        limit_val_batches=1.0 if val_size else 0,
+        num_sanity_val_steps=0,
+        val_check_interval=steps if val_size else None,
+        accumulate_grad_batches=accumulate,
+    )
     trainer.fit(policy, data)
     return trainer, policy
 
@@ -43,17 +56,36 @@ def test_every_loss_type_trains(loss_type):
     trainer, policy = fit(loss_type=loss_type, epsilon=0.2 if loss_type != "gspo" else 3e-4)
     logged = trainer.callback_metrics
     assert trainer.global_step == 2
-    for name in ("train/reward", "train/reward/rotation/accuracy", "train/reward/rotation/format",
-                 "train/grpo/loss", "train/grpo/clip_frac", "train/grpo/entropy", "train/grpo/adv_std",
-                 "train/grpo/frac_zero_std", "train/grpo/completion_len", "perf/sample_s", "perf/score_s",
-                 "perf/train_s", "perf/tokens_per_s"):
+    for name in (
+        "train/reward",
+        "train/reward/rotation/accuracy",
+        "train/reward/rotation/format",
+        "train/grpo/loss",
+        "train/grpo/clip_frac",
+        "train/grpo/entropy",
+        "train/grpo/adv_std",
+        "train/grpo/frac_zero_std",
+        "train/grpo/completion_len",
+        "perf/sample_s",
+        "perf/score_s",
+        "perf/train_s",
+        "perf/tokens_per_s",
+    ):
         assert name in logged and torch.isfinite(logged[name]), name
 
 
 def test_reference_kl_iterations_and_options_together():
-    trainer, _ = fit(beta=0.04, kl_estimator="k3", num_iterations=2, scale_rewards="batch",
-                     mask_truncated=True, micro_batch_size=5, beta_schedule="linear", epsilon_high=0.28,
-                     entropy_coef=0.01)
+    trainer, _ = fit(
+        beta=0.04,
+        kl_estimator="k3",
+        num_iterations=2,
+        scale_rewards="batch",
+        mask_truncated=True,
+        micro_batch_size=5,
+        beta_schedule="linear",
+        epsilon_high=0.28,
+        entropy_coef=0.01,
+    )
     # two optimizer steps per rollout: max_steps counts optimizer steps
     assert trainer.global_step == 2
     logged = trainer.callback_metrics
@@ -75,10 +107,12 @@ def test_micro_batch_plan():
     plan = plan_micro_batches(torch.tensor([0, 1, 4, 5, 6]), 2, count=3)
     assert [chunk.tolist() for chunk, _ in plan] == [[0, 1], [4, 5], [6]]
     assert [live for _, live in plan] == [1.0, 1.0, 1.0]
-    # a rank with fewer chunks than its peers re-runs one row with weight 0, so every rank runs as many passes
+    # a rank with fewer chunks than its peers re-runs one row with weight 0, so every rank runs as
+    # many passes
     padded = plan_micro_batches(torch.tensor([3]), 2, count=2)
     assert [(chunk.tolist(), live) for chunk, live in padded] == [([3], 1.0), ([3], 0.0)]
-    # nothing left after filtering: no chunk at all on a single device (no peer to keep in step with)
+    # nothing left after filtering: no chunk at all on a single device (no peer to keep in step
+    # with)
     assert plan_micro_batches(torch.tensor([], dtype=torch.long), 2, count=0) == []
     assert chunk_count(torch.arange(5), 2) == 3 and chunk_count(torch.arange(5), None) == 1
 
@@ -91,7 +125,8 @@ def test_micro_batching_gives_the_same_update():
 
 
 def test_accumulating_two_half_batches_equals_one_full_batch():
-    # plain SGD without clipping: the update is proportional to the gradient, so its scale is checked too
+    # plain SGD without clipping: the update is proportional to the gradient, so its scale is
+    # checked too
     settings = dict(steps=2, entropy_coef=0.05, max_grad_norm=None, optimizer=partial(torch.optim.SGD, lr=0.5))
     trainer, half = fit(batch_size=2, accumulate=2, **settings)
     assert trainer.global_step == 2  # optimizer steps, not batches
@@ -121,9 +156,19 @@ def test_validation_logs_accuracy_per_task():
     assert 0.0 <= logged["val/accuracy"].item() <= 1.0
 
 
-@pytest.mark.parametrize("bad", [dict(num_generations=1), dict(loss_type="ppo"), dict(scale_rewards="rank"),
-                                 dict(kl_estimator="k5"), dict(top_p=0.0), dict(num_iterations=0),
-                                 dict(micro_batch_size=0), dict(beta_schedule="step")])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(num_generations=1),
+        dict(loss_type="ppo"),
+        dict(scale_rewards="rank"),
+        dict(kl_estimator="k5"),
+        dict(top_p=0.0),
+        dict(num_iterations=0),
+        dict(micro_batch_size=0),
+        dict(beta_schedule="step"),
+    ],
+)
 def test_bad_settings_fail_at_construction(bad):
     with pytest.raises(ValueError):
         GRPOStrategy(**bad)
@@ -136,13 +181,15 @@ def test_single_device_strategy_refuses_several_devices():
 
 
 def poison_first_loss(monkeypatch, calls: int):
-    """Make the first ``calls`` aggregated losses NaN (as a diverged model or a bad reward would)."""
+    """Make the first ``calls`` aggregated losses NaN (as a diverged model or a bad reward
+    would)."""
     aggregate, seen = F.aggregate, []
 
     def nan_first(*args, **kwargs):
         seen.append(1)
         loss = aggregate(*args, **kwargs)
         return loss * float("nan") if len(seen) <= calls else loss
+
     monkeypatch.setattr(F, "aggregate", nan_first)
 
 

@@ -1,5 +1,5 @@
-"""`zoo.tiny` builds complete pretrained directories, on any rank of a process group, from the ``TINY`` tables
-the family files own; the cache key follows every builder."""
+"""`zoo.tiny` builds complete pretrained directories, on any rank of a process group, from the
+``TINY`` tables the family files own; the cache key follows every builder."""
 
 import sys
 import types
@@ -14,8 +14,9 @@ from zoo.policy import PolicyModule
 
 
 def test_a_build_on_a_non_zero_rank_writes_the_model_too(tmp_path, monkeypatch):
-    # DDP ranks race to build a tiny model and the first to finish publishes it; transformers' save_pretrained
-    # writes nothing on ranks other than 0, which once published a directory without config.json
+    # DDP ranks race to build a tiny model and the first to finish publishes it; transformers'
+    # save_pretrained writes nothing on ranks other than 0, which once published a directory without
+    # config.json
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_rank", lambda *args, **kwargs: 1)
     out = tiny.build("qwen2", tmp_path / "rank1")
@@ -23,8 +24,8 @@ def test_a_build_on_a_non_zero_rank_writes_the_model_too(tmp_path, monkeypatch):
 
 
 def test_the_3b_shape_family_has_qwen2_5_vl_3b_parameters():
-    """`tiny:qwen2_5_vl_3b` (GPU speed measurements) carries Qwen2.5-VL-3B-Instruct's shapes: about 3.75B parameters,
-    counted on the meta device without allocating them."""
+    """`tiny:qwen2_5_vl_3b` (GPU speed measurements) carries Qwen2.5-VL-3B-Instruct's shapes: about
+    3.75B parameters, counted on the meta device without allocating them."""
     from transformers import AutoModelForImageTextToText
 
     spec = tiny.families()["qwen2_5_vl_3b"]

@@ -1,5 +1,6 @@
-"""The transfer claims at a reduced budget (a few steps, 8 held-out questions of each kind, a base trained for a
-few steps): the rows, the curves, the seed statistics, the plot and the verdict mechanics, not the results."""
+"""The transfer claims at a reduced budget (a few steps, 8 held-out questions of each kind, a base
+trained for a few steps): the rows, the curves, the seed statistics, the plot and the verdict
+mechanics, not the results."""
 
 import json
 
@@ -22,11 +23,18 @@ def quick_base(monkeypatch):
 
 def test_pretext_transfer_rows_curves_plot_and_verdict(tmp_path, capsys):
     out = tmp_path / "out.json"
-    result = repro("pretext_transfer", **SMALL, seeds=[0, 1], arms=["base", "control (SFT)", "rotation"],
-                   json=str(out), plot=str(tmp_path / "curve.png"))
+    result = repro(
+        "pretext_transfer",
+        **SMALL,
+        seeds=[0, 1],
+        arms=["base", "control (SFT)", "rotation"],
+        json=str(out),
+        plot=str(tmp_path / "curve.png"),
+    )
     rows = {(r["arm"], r["seed"]): r for r in result["rows"]}
     assert set(rows) == {(a, s) for a in ("base", "control (SFT)", "rotation") for s in (0, 1)}
-    # the control trains on as many sequences as the GRPO arm samples: 4 SFT steps of 16 per GRPO step of 8 x 8
+    # the control trains on as many sequences as the GRPO arm samples: 4 SFT steps of 16 per GRPO
+    # step of 8 x 8
     assert rows["control (SFT)", 0]["steps"] == 8 and rows["rotation", 0]["steps"] == 2
     assert [s for s, _ in rows["rotation", 0]["curve"]] == [0, 1, 2]
     assert [s for s, _ in rows["control (SFT)", 0]["curve"]] == [0, 4, 8]
@@ -50,12 +58,14 @@ def test_verdict_needs_a_gain_over_both_and_the_spread():
     def row(arm, seed, mean):
         return {"arm": arm, "seed": seed, "after": {"downstream": {"mean": mean}}}
 
-    rows = [row("base", s, 0.5) for s in range(3)] + [row("control (SFT)", s, m) for s, m in enumerate((.5, .52, .54))]
-    gain = rows + [row("rotation", s, m) for s, m in enumerate((.6, .61, .62))]
+    rows = [row("base", s, 0.5) for s in range(3)] + [
+        row("control (SFT)", s, m) for s, m in enumerate((0.5, 0.52, 0.54))
+    ]
+    gain = rows + [row("rotation", s, m) for s, m in enumerate((0.6, 0.61, 0.62))]
     assert pretext_transfer.verdict(gain)[0] is True
-    within_spread = rows + [row("rotation", s, m) for s, m in enumerate((.45, .6, .75))]
+    within_spread = rows + [row("rotation", s, m) for s, m in enumerate((0.45, 0.6, 0.75))]
     assert pretext_transfer.verdict(within_spread)[0] is False
-    below_control = rows + [row("rotation", s, m) for s, m in enumerate((.53, .53, .53))]
+    below_control = rows + [row("rotation", s, m) for s, m in enumerate((0.53, 0.53, 0.53))]
     held, note = pretext_transfer.verdict(below_control)
     assert held is False and "no gain" in note
     assert pretext_transfer.verdict(rows)[0] is None
@@ -91,8 +101,11 @@ def test_base_grid_scores_both_grids():
 
 def test_base_grid_verdict_rejects_a_one_letter_collapse_and_an_unlearned_2x1():
     def row(arm, seed, three, two=0.7, majority=0.6):
-        return {"arm": arm, "seed": seed, "after": {"3x1": {"accuracy": three, "majority": majority},
-                                                    "2x1": {"accuracy": two, "majority": majority}}}
+        return {
+            "arm": arm,
+            "seed": seed,
+            "after": {"3x1": {"accuracy": three, "majority": majority}, "2x1": {"accuracy": two, "majority": majority}},
+        }
 
     base = [row("base", s, 0.45) for s in range(3)]
     assert base_grid.verdict(base + [row("train 2x1", s, 0.6) for s in range(3)])[0] is True
@@ -105,16 +118,29 @@ def test_base_grid_verdict_rejects_a_one_letter_collapse_and_an_unlearned_2x1():
 
 
 def test_zoo_test_scores_the_synthetic_questions(tmp_path, monkeypatch):
-    """configs/eval/synthetic_questions.yaml through `zoo test`: every held-out question once, strict letters."""
+    """configs/eval/synthetic_questions.yaml through `zoo test`: every held-out question once,
+    strict letters."""
     import csv
 
     from tests.test_cli import ROOT, run_dir
     from zoo.cli import cli
 
     monkeypatch.chdir(tmp_path)
-    cli(["test", "--config", str(ROOT / "configs/eval/synthetic_questions.yaml"),
-         "--model.init_args.pretrained", "tiny:qwen2_5_vl", "--data.init_args.source.init_args.size", "8",
-         "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false"])
+    cli(
+        [
+            "test",
+            "--config",
+            str(ROOT / "configs/eval/synthetic_questions.yaml"),
+            "--model.init_args.pretrained",
+            "tiny:qwen2_5_vl",
+            "--data.init_args.source.init_args.size",
+            "8",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.enable_progress_bar",
+            "false",
+        ]
+    )
     rows = [json.loads(line) for line in (run_dir(tmp_path) / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and [r["expected"] for r in rows[:2]] != [None, None]
     with open(run_dir(tmp_path) / "metrics.csv") as f:
@@ -124,7 +150,8 @@ def test_zoo_test_scores_the_synthetic_questions(tmp_path, monkeypatch):
 
 
 def test_base_cache_key_follows_the_recipe(monkeypatch):
-    """A change to the base's steps, learning rate or batch builds a new base, not the cached one."""
+    """A change to the base's steps, learning rate or batch builds a new base, not the cached
+    one."""
     keys = {perception_base.key()}
     for name, value in (("STEPS", 4), ("LR", 5e-4), ("BATCH", 8)):
         monkeypatch.setattr(perception_base, name, value)

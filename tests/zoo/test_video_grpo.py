@@ -1,4 +1,5 @@
-"""GRPO on video: every video task on tiny Qwen2.5-VL and Qwen3-VL, and a video folder with a corrupt file."""
+"""GRPO on video: every video task on tiny Qwen2.5-VL and Qwen3-VL, and a video folder with a
+corrupt file."""
 
 from functools import partial
 
@@ -14,8 +15,12 @@ from tests.datamodules.test_video_folder import clip, write  # noqa: E402
 from tests.helpers import grpo_fit
 from zoo import QwenVLPolicy  # noqa: E402
 
-VIDEO_TASKS = [TemporalJigsaw(clips=2, answer_format="bare"), AnomalyGrounding(min_len=2, max_len=4),
-               ObjectCounting(min_gap=2), ArrowOfTime(labels="letters", answer_format="bare")]
+VIDEO_TASKS = [
+    TemporalJigsaw(clips=2, answer_format="bare"),
+    AnomalyGrounding(min_len=2, max_len=4),
+    ObjectCounting(min_gap=2),
+    ArrowOfTime(labels="letters", answer_format="bare"),
+]
 
 
 def fit(checkpoint: str, data: PretextDataModule, steps: int = 2):
@@ -39,8 +44,13 @@ def test_a_corrupt_video_is_skipped_and_training_completes(tmp_path, caplog):
     for i in range(6):
         write(tmp_path / f"ok{i}.mp4", clip(12), fps=4)
     (tmp_path / "broken.mp4").write_bytes(b"\x00not a video" * 100)
-    data = PretextDataModule(VideoFolder(str(tmp_path), num_frames=8), ArrowOfTime(answer_format="bare"),
-                             batch_size=2, val_size=0, epoch_size=14)
+    data = PretextDataModule(
+        VideoFolder(str(tmp_path), num_frames=8),
+        ArrowOfTime(answer_format="bare"),
+        batch_size=2,
+        val_size=0,
+        epoch_size=14,
+    )
     with caplog.at_level("WARNING"):
         trainer = fit("tiny:qwen2_5_vl", data, steps=3)
     assert trainer.global_step == 3

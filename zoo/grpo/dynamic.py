@@ -1,11 +1,12 @@
-"""Sampling a batch, with DAPO dynamic sampling (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning
-System at Scale"): refill the batch with more prompts until it holds as many groups with unequal rewards as it
-has prompts, within a cap of refill rounds.
+"""Sampling a batch, with DAPO dynamic sampling (Yu et al. 2025, "DAPO: An Open-Source LLM
+Reinforcement Learning System at Scale"): refill the batch with more prompts until it holds as many
+groups with unequal rewards as it has prompts, within a cap of refill rounds.
 
-Every decision is taken on all-gathered counts, so every rank draws the same rounds; refill prompts come from the
-data module's ``refill(key, round)``, a pure function of the batch key, the round and the position in the global
-round (`datamodules.PretextDataModule.refill`), and sampling noise is keyed by each example's uid. So the kept
-groups, and the update, are those of one process holding the global batch, and a resumed run draws the same.
+Every decision is taken on all-gathered counts, so every rank draws the same rounds; refill prompts
+come from the data module's ``refill(key, round)``, a pure function of the batch key, the round and
+the position in the global round (`datamodules.PretextDataModule.refill`), and sampling noise is
+keyed by each example's uid. So the kept groups, and the update, are those of one process holding
+the global batch, and a resumed run draws the same.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ log = logging.getLogger(__name__)
 
 
 def first_groups(unequal: list[Tensor], target: int) -> list[Tensor]:
-    """The groups a dynamic batch keeps: the first ``target`` with unequal rewards, in the order (round, rank,
-    position), so the choice does not depend on how the global batch is split over ranks.
+    """The groups a dynamic batch keeps: the first ``target`` with unequal rewards, in the order
+    (round, rank, position), so the choice does not depend on how the global batch is split over
+    ranks.
 
     Args:
         unequal: For each round, which groups of every rank have unequal rewards, ``[W, B]`` bool.
@@ -41,8 +43,8 @@ def first_groups(unequal: list[Tensor], target: int) -> list[Tensor]:
 
 
 def draw(strategy, batch: list, key: int, means) -> list[Drawn]:
-    """The batch's scored rollout, then (with ``refill_rounds``) those of its refill rounds, each holding which
-    of its groups the training batch keeps.
+    """The batch's scored rollout, then (with ``refill_rounds``) those of its refill rounds, each
+    holding which of its groups the training batch keeps.
 
     Args:
         strategy: The GRPO strategy (its sampling settings, its ranks).
@@ -57,28 +59,33 @@ def draw(strategy, batch: list, key: int, means) -> list[Drawn]:
 
 
 def score(strategy, examples: list) -> Drawn:
-    """``examples`` sampled with the strategy's settings (G of each, seeded by the run and the step) and
-    verified."""
+    """``examples`` sampled with the strategy's settings (G of each, seeded by the run and the step)
+    and verified."""
     module = strategy.lightning_module
     start = time.perf_counter()
-    rollout = module.sample(examples, strategy.guidance.sampled(strategy.num_generations),
-                            max_new_tokens=strategy.max_new_tokens, temperature=strategy.temperature,
-                            top_p=strategy.top_p, seed=sampling_seed(module.trainer.global_step))
+    rollout = module.sample(
+        examples,
+        strategy.guidance.sampled(strategy.num_generations),
+        max_new_tokens=strategy.max_new_tokens,
+        temperature=strategy.temperature,
+        top_p=strategy.top_p,
+        seed=sampling_seed(module.trainer.global_step),
+    )
     sampled = time.perf_counter()
     rewards = verify(module.trainer.datamodule, rollout)
     return Drawn(rollout, rewards, totals(rewards, len(examples)), sample_s=sampled - start)
 
 
 def sampling_seed(step: int) -> int:
-    """Seed of a step's sampling noise: the run's seed (`seed_everything`) and the global step, so it is the
-    same on every rank and after a resume."""
+    """Seed of a step's sampling noise: the run's seed (`seed_everything`) and the global step, so
+    it is the same on every rank and after a resume."""
     base = int(os.environ.get("PL_GLOBAL_SEED", 0))
     return base * 2**32 + step
 
 
 def refill(strategy, drawn: list[Drawn], key: int, means) -> list[Drawn]:
-    """Refill rounds until the global batch holds as many groups with unequal rewards as it has prompts, or
-    ``refill_rounds`` were drawn; then mark the groups it keeps (`first_groups`)."""
+    """Refill rounds until the global batch holds as many groups with unequal rewards as it has
+    prompts, or ``refill_rounds`` were drawn; then mark the groups it keeps (`first_groups`)."""
     datamodule = strategy.lightning_module.trainer.datamodule
     unequal = [gather_unequal(strategy, drawn[0])]
     target = unequal[0].numel()
@@ -111,9 +118,15 @@ def _warn_cap(step: int, kept: int, target: int, rounds: int) -> None:
     """Warn once per process that a batch hit the cap of refill rounds."""
     global _warned_cap
     _warned_cap = True
-    log.warning("dynamic sampling: step %d holds %d of %d groups with unequal rewards after %d refill rounds "
-                "(refill_rounds); it trains on those, as does every step that hits the cap "
-                "(train/dynamic/cap_hit)", step, kept, target, rounds)
+    log.warning(
+        "dynamic sampling: step %d holds %d of %d groups with unequal rewards after %d refill rounds "
+        "(refill_rounds); it trains on those, as does every step that hits the cap "
+        "(train/dynamic/cap_hit)",
+        step,
+        kept,
+        target,
+        rounds,
+    )
 
 
 def gather_unequal(strategy, drawn: Drawn) -> Tensor:

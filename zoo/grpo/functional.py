@@ -1,4 +1,5 @@
-"""GRPO math as pure tensor functions: advantages, the registered loss types, KL estimators, normalisers.
+"""GRPO math as pure tensor functions: advantages, the registered loss types, KL estimators,
+normalisers.
 
 Shapes: B prompts, G samples per prompt, N = B * G completions, L completion tokens.
 """
@@ -21,18 +22,21 @@ SCHEDULES = ("constant", "linear", "cosine")
 
 @dataclass(frozen=True)
 class LossType:
-    """A loss type: its per-token surrogate and how per-token values become the loss of an optimizer step.
+    """A loss type: its per-token surrogate and how per-token values become the loss of an optimizer
+    step.
 
     Attributes:
         name: The ``loss_type`` setting that selects it.
-        per_token: ``(logps, old_logps, advantages, mask, epsilon, epsilon_high) -> (loss, clipped)``, the
-            ``[N, L]`` surrogate to minimise and where clipping was active.
-        normaliser: ``(rows, tokens, max_new_tokens) -> divisor`` of the summed loss, from the counts of the
-            kept rows and their counted tokens over all ranks.
+        per_token: ``(logps, old_logps, advantages, mask, epsilon, epsilon_high) -> (loss,
+            clipped)``, the ``[N, L]`` surrogate to minimise and where clipping was active.
+        normaliser: ``(rows, tokens, max_new_tokens) -> divisor`` of the summed loss, from the
+            counts of the kept rows and their counted tokens over all ranks.
         sequence_mean: Average each row over its tokens before rows are summed.
-        per_batch: Normalise each batch by its own counts, then average the batches of an accumulation
-            window; otherwise the whole window is normalised by its counts as one batch.
-        off_policy: Has an importance ratio, so samples stay usable after an update (``num_iterations > 1``).
+        per_batch: Normalise each batch by its own counts, then average the batches of an
+            accumulation window; otherwise the whole window is normalised by its counts as one
+            batch.
+        off_policy: Has an importance ratio, so samples stay usable after an update
+            (``num_iterations > 1``).
     """
 
     name: str
@@ -43,18 +47,28 @@ class LossType:
     off_policy: bool = True
 
 
-#: Every loss type, by name; `register_loss` fills it and ``loss_type`` settings are checked against it.
+#: Every loss type, by name; `register_loss` fills it and ``loss_type`` settings are checked against
+#: it.
 LOSSES: dict[str, LossType] = {}
 
 
-def register_loss(name: str, normaliser: Callable[[float, float, int], float], *, sequence_mean: bool = False,
-                  per_batch: bool = False, off_policy: bool = True):
-    """Decorator: register a per-token surrogate as loss type ``name`` (see `LossType` for the arguments)."""
+def register_loss(
+    name: str,
+    normaliser: Callable[[float, float, int], float],
+    *,
+    sequence_mean: bool = False,
+    per_batch: bool = False,
+    off_policy: bool = True,
+):
+    """Decorator: register a per-token surrogate as loss type ``name`` (see `LossType` for the
+    arguments)."""
+
     def add(per_token):
         if name in LOSSES:
             raise ValueError(f"loss type {name!r} is already registered")
         LOSSES[name] = LossType(name, per_token, normaliser, sequence_mean, per_batch, off_policy)
         return per_token
+
     return add
 
 
@@ -78,8 +92,8 @@ def group_advantages(rewards: Tensor, scale: str = "group", eps: float = 1e-4) -
 
     Args:
         rewards: One scalar reward per completion, ``[B, G]``.
-        scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of all rewards given,
-            ``"none"`` only centres (Dr. GRPO).
+        scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of all rewards
+            given, ``"none"`` only centres (Dr. GRPO).
         eps: Keeps a group whose rewards are all equal at zero advantage instead of NaN.
     """
     if scale not in SCALES:
@@ -98,15 +112,18 @@ def zero_std_groups(rewards: Tensor) -> Tensor:
 
 
 def sequence_ratio(logps: Tensor, old_logps: Tensor, mask: Tensor) -> Tensor:
-    """GSPO's length-normalised sequence ratio ``exp(mean_t log(pi / pi_old))`` on every token, ``[N, L]``."""
+    """GSPO's length-normalised sequence ratio ``exp(mean_t log(pi / pi_old))`` on every token,
+    ``[N, L]``."""
     mask = mask.to(logps.dtype)
     seq = ((logps - old_logps) * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
     return seq.exp().expand_as(logps)
 
 
-def clipped_surrogate(ratio: Tensor, advantages: Tensor, mask: Tensor, epsilon: float,
-                      epsilon_high: float | None) -> tuple[Tensor, Tensor]:
-    """PPO's pessimistic ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)`` and where it clipped."""
+def clipped_surrogate(
+    ratio: Tensor, advantages: Tensor, mask: Tensor, epsilon: float, epsilon_high: float | None
+) -> tuple[Tensor, Tensor]:
+    """PPO's pessimistic ``-min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A)`` and where it
+    clipped."""
     adv = advantages[:, None]  # [N, 1]
     high = epsilon if epsilon_high is None else epsilon_high
     unclipped = ratio * adv
@@ -137,8 +154,9 @@ def reinforce_loss(logps, old_logps, advantages, mask, epsilon=0.2, epsilon_high
 
 
 class Loss(ABC):
-    """A loss type of a user's own, given to a strategy by class path, so it lives in the user's code:
-    ``loss_type: {class_path: my_project.losses.MyLoss, init_args: {...}}``. It has what `LossType` has.
+    """A loss type of a user's own, given to a strategy by class path, so it lives in the user's
+    code: ``loss_type: {class_path: my_project.losses.MyLoss, init_args: {...}}``. It has what
+    `LossType` has.
 
     Attributes:
         sequence_mean: Average each row over its tokens before rows are summed.
@@ -155,19 +173,27 @@ class Loss(ABC):
         return type(self).__name__
 
     @abstractmethod
-    def per_token(self, logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, epsilon: float,
-                  epsilon_high: float | None) -> tuple[Tensor, Tensor]:
-        """The ``[N, L]`` surrogate to minimise and where clipping was active (see `per_token_loss`)."""
+    def per_token(
+        self,
+        logps: Tensor,
+        old_logps: Tensor,
+        advantages: Tensor,
+        mask: Tensor,
+        epsilon: float,
+        epsilon_high: float | None,
+    ) -> tuple[Tensor, Tensor]:
+        """The ``[N, L]`` surrogate to minimise and where clipping was active (see
+        `per_token_loss`)."""
 
     def normaliser(self, rows: float, tokens: float, max_new_tokens: int) -> float:
-        """Divisor of the summed loss from the kept rows and counted tokens over all ranks: by default the
-        token count (a token mean, as ``dapo``)."""
+        """Divisor of the summed loss from the kept rows and counted tokens over all ranks: by
+        default the token count (a token mean, as ``dapo``)."""
         return tokens
 
 
 def find_loss(name: str | Loss) -> LossType | Loss:
-    """The registered loss type ``name`` (a `Loss` instance is its own); an unknown name is a one-line error
-    listing the known ones."""
+    """The registered loss type ``name`` (a `Loss` instance is its own); an unknown name is a
+    one-line error listing the known ones."""
     if isinstance(name, Loss):
         return name
     if name not in LOSSES:
@@ -175,13 +201,22 @@ def find_loss(name: str | Loss) -> LossType | Loss:
     return LOSSES[name]
 
 
-def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: Tensor, loss_type: str | Loss = "grpo",
-                   epsilon: float = 0.2, epsilon_high: float | None = None) -> tuple[Tensor, Tensor]:
-    """Surrogate per token (to be minimised) and where clipping was active, for a registered loss type.
+def per_token_loss(
+    logps: Tensor,
+    old_logps: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    loss_type: str | Loss = "grpo",
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Surrogate per token (to be minimised) and where clipping was active, for a registered loss
+    type.
 
     Args:
         logps: Current log-probs of the sampled tokens, ``[N, L]``.
-        old_logps: Log-probs under the sampling policy, ``[N, L]`` (``logps.detach()`` when on-policy).
+        old_logps: Log-probs under the sampling policy, ``[N, L]`` (``logps.detach()`` when
+            on-policy).
         advantages: ``[N]``.
         mask: Tokens that count, ``[N, L]``.
         loss_type: A key of `LOSSES`, or a `Loss`.
@@ -195,7 +230,8 @@ def per_token_loss(logps: Tensor, old_logps: Tensor, advantages: Tensor, mask: T
 
 
 def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman's k1/k2/k3), ``[N, L]``."""
+    """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman's k1/k2/k3), ``[N,
+    L]``."""
     log_r = ref_logps - logps  # log(pi_ref / pi)
     if estimator == "k1":
         return -log_r
@@ -207,8 +243,9 @@ def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tenso
 
 
 def aggregate(values: Tensor, mask: Tensor, loss_type: str | Loss, normaliser: float = 1.0) -> Tensor:
-    """Sum of per-token values over rows (each row averaged over its tokens first when the loss type has
-    ``sequence_mean``), divided by ``normaliser``: rows of one batch add up to the loss of the batch."""
+    """Sum of per-token values over rows (each row averaged over its tokens first when the loss type
+    has ``sequence_mean``), divided by ``normaliser``: rows of one batch add up to the loss of the
+    batch."""
     mask = mask.to(values.dtype)
     if find_loss(loss_type).sequence_mean:
         return ((values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum() / normaliser  # rows summed
@@ -223,9 +260,10 @@ def window_normalisers(loss_type: str | Loss, counts: Tensor, max_new_tokens: in
         counts: Kept rows and counted tokens of each batch of the window over all ranks, ``[k, 2]``.
         max_new_tokens: Completion length limit (Dr. GRPO's constant).
 
-    A ``per_batch`` type divides batch ``b`` by ``k`` times its own normaliser (the mean of per-batch
-    losses); any other type divides every batch by the normaliser of the window's total counts, so the
-    window's loss is that of one batch holding all its groups. A divisor is never below 1.
+    A ``per_batch`` type divides batch ``b`` by ``k`` times its own normaliser (the mean of
+    per-batch losses); any other type divides every batch by the normaliser of the window's total
+    counts, so the window's loss is that of one batch holding all its groups. A divisor is never
+    below 1.
     """
     spec = find_loss(loss_type)
     if spec.per_batch:

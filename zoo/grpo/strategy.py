@@ -1,8 +1,9 @@
-"""GRPO as a Lightning Strategy: one training step = sample, verify, advantages, then policy updates.
+"""GRPO as a Lightning Strategy: one training step = sample, verify, advantages, then policy
+updates.
 
-`GRPOMixin` holds the algorithm; `GRPOStrategy` (one device), `GRPODDPStrategy` (DDP) and `GRPOFSDPStrategy`
-(FSDP2) add it to Lightning's strategies, so launching, precision, checkpointing and gradient sync stay
-Lightning's.
+`GRPOMixin` holds the algorithm; `GRPOStrategy` (one device), `GRPODDPStrategy` (DDP) and
+`GRPOFSDPStrategy` (FSDP2) add it to Lightning's strategies, so launching, precision, checkpointing
+and gradient sync stay Lightning's.
 """
 
 from __future__ import annotations
@@ -35,58 +36,68 @@ from zoo.training import ManualStep
 
 
 class GRPOMixin(ManualStep):
-    """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with ``verify``.
+    """Group Relative Policy Optimization over a `zoo.PolicyModule` and a data module with
+    ``verify``.
 
     Args:
         num_generations: G, completions sampled per prompt (>= 2: advantages compare them).
         temperature: Sampling temperature; log-probs are computed at the same temperature.
-        top_p: Nucleus sampling threshold (1.0 samples the full distribution). Log-probs (importance ratio,
-            KL, entropy) are those of the untruncated tempered softmax, as in TRL and verl: with ``top_p < 1``
-            they are not the probabilities of the truncated distribution the tokens were drawn from.
+        top_p: Nucleus sampling threshold (1.0 samples the full distribution). Log-probs (importance
+            ratio, KL, entropy) are those of the untruncated tempered softmax, as in TRL and verl:
+            with ``top_p < 1`` they are not the probabilities of the truncated distribution the
+            tokens were drawn from.
         max_new_tokens: Completion length limit.
-        loss_type: A key of `zoo.grpo.functional.LOSSES`: ``grpo`` (mean of sequence means), ``dr_grpo``
-            (token sum over rows * ``max_new_tokens``), ``dapo`` (token mean), ``bnpo`` (token mean of each
-            batch; under accumulation the mean of the batches' means), ``gspo`` (sequence-level ratio, mean of
-            sequence means), ``gpg`` (no ratio, no clipping; token mean; needs ``num_iterations`` 1); or a
-            loss of your own by class path (a `zoo.grpo.functional.Loss` subclass). Every count is over all
-            ranks and (except ``bnpo``'s) over the accumulation window.
-        scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the accumulation
-            window), or ``none``.
+        loss_type: A key of `zoo.grpo.functional.LOSSES`: ``grpo`` (mean of sequence means),
+            ``dr_grpo`` (token sum over rows * ``max_new_tokens``), ``dapo`` (token mean), ``bnpo``
+            (token mean of each batch; under accumulation the mean of the batches' means), ``gspo``
+            (sequence-level ratio, mean of sequence means), ``gpg`` (no ratio, no clipping; token
+            mean; needs ``num_iterations`` 1); or a loss of your own by class path (a
+            `zoo.grpo.functional.Loss` subclass). Every count is over all ranks and (except
+            ``bnpo``'s) over the accumulation window.
+        scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the
+            accumulation window), or ``none``.
         epsilon: Clip range below 1 of the importance ratio.
         epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
         beta: KL coefficient against the frozen initial policy; 0 loads no reference model.
         kl_estimator: ``k1``, ``k2`` or ``k3`` (low variance, non-negative).
-        beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at ``max_steps``
-            (logged as ``train/grpo/beta``).
-        kl_bias_correction: Multiply each token's KL estimate by its importance ratio pi / pi_old (TRL's
-            ``use_bias_correction_kl``): the samples come from pi_old, and the ratio's gradient adds the
-            score-function term, so the gradient estimates that of KL(pi || pi_ref) even on-policy.
-        num_iterations: Optimizer steps per rollout (mu); > 1 reuses the samples with importance ratios.
-        mask_truncated: Leave the tokens of completions that hit ``max_new_tokens`` without an EOS out of the
-            loss; the rows still count in the row normalisers of ``grpo``, ``gspo`` and ``dr_grpo`` (as in TRL).
-        filter_zero_variance: Leave groups whose rewards are all equal out of the loss and its normaliser.
-        refill_rounds: DAPO dynamic sampling: while the global batch holds fewer groups with unequal rewards
-            than it has prompts, sample up to this many more batches of prompts (the data module's ``refill``)
-            and train on the first that many such groups; a batch that hits the cap trains on those it holds
-            (``train/dynamic/*`` count rounds, groups drawn and kept). 0 disables.
-        micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None does all
-            at once.
-        entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0 disables). It is
-            added per token and aggregated like the policy loss, so each loss type's normaliser divides it
-            too (for ``dr_grpo`` it is the entropy sum over rows * ``max_new_tokens``).
+        beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at
+            ``max_steps`` (logged as ``train/grpo/beta``).
+        kl_bias_correction: Multiply each token's KL estimate by its importance ratio pi / pi_old
+            (TRL's ``use_bias_correction_kl``): the samples come from pi_old, and the ratio's
+            gradient adds the score-function term, so the gradient estimates that of KL(pi ||
+            pi_ref) even on-policy.
+        num_iterations: Optimizer steps per rollout (mu); > 1 reuses the samples with importance
+            ratios.
+        mask_truncated: Leave the tokens of completions that hit ``max_new_tokens`` without an EOS
+            out of the loss; the rows still count in the row normalisers of ``grpo``, ``gspo`` and
+            ``dr_grpo`` (as in TRL).
+        filter_zero_variance: Leave groups whose rewards are all equal out of the loss and its
+            normaliser.
+        refill_rounds: DAPO dynamic sampling: while the global batch holds fewer groups with unequal
+            rewards than it has prompts, sample up to this many more batches of prompts (the data
+            module's ``refill``) and train on the first that many such groups; a batch that hits the
+            cap trains on those it holds (``train/dynamic/*`` count rounds, groups drawn and kept).
+            0 disables.
+        micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None
+            does all at once.
+        entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0
+            disables). It is added per token and aggregated like the policy loss, so each loss
+            type's normaliser divides it too (for ``dr_grpo`` it is the entropy sum over rows *
+            ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
-        guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY`` (a
-            demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy collapses).
-        eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and the
-            validations during ``fit``); each is one row of the predictions file.
-        eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0 samples
-            with noise seeded by ``eval_seed`` and each example's uid, so evaluating the same weights twice
-            gives the same completions.
+        guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY``
+            (a demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy
+            collapses).
+        eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and
+            the validations during ``fit``); each is one row of the predictions file.
+        eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0
+            samples with noise seeded by ``eval_seed`` and each example's uid, so evaluating the
+            same weights twice gives the same completions.
         eval_top_p: Nucleus threshold of sampled evaluation.
         eval_seed: Fixed seed of sampled evaluation (independent of the run's seed and step).
-        eval_pass_k: k values of the unbiased pass@k estimate (``val/pass@<k>``, ``val/<task>/pass@<k>``),
-            each in ``[1, n]``; a sample is correct when its ``accuracy`` reward part is 1. None reports
-            pass@1 and pass@n.
+        eval_pass_k: k values of the unbiased pass@k estimate (``val/pass@<k>``,
+            ``val/<task>/pass@<k>``), each in ``[1, n]``; a sample is correct when its ``accuracy``
+            reward part is 1. None reports pass@1 and pass@n.
         **kwargs: Arguments of the Lightning strategy.
     """
 
@@ -140,15 +151,19 @@ class GRPOMixin(ManualStep):
         if num_iterations < 1:
             raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
         if num_iterations > 1 and not loss.off_policy:
-            raise ValueError(f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
-                             "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type")
+            raise ValueError(
+                f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
+                "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type"
+            )
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError("micro_batch_size must be >= 1 or None")
         if refill_rounds < 0:
             raise ValueError(f"refill_rounds must be >= 0, got {refill_rounds}")
         if refill_rounds and guidance:
-            raise ValueError("refill_rounds (dynamic sampling) cannot be combined with a guidance (zoo.hybrid) yet: "
-                             "a hybrid's rows would join the batch's own groups but not its refills")
+            raise ValueError(
+                "refill_rounds (dynamic sampling) cannot be combined with a guidance (zoo.hybrid) yet: "
+                "a hybrid's rows would join the batch's own groups but not its refills"
+            )
         self.num_generations = num_generations
         self.temperature = temperature
         self.top_p = top_p
@@ -169,17 +184,21 @@ class GRPOMixin(ManualStep):
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
         self._window: list[list[Drawn]] = []  # scored batches (with refill rounds) of the accumulation window
-        self.evaluation = Evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k,
-                                     max_new_tokens)
+        self.evaluation = Evaluation(
+            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
+        )
         self.guidance = guidance or Guidance()
         self.guidance.attach(self)
 
     def accumulation_refused(self) -> str | None:
-        """With accumulation the strategy samples and scores that many batches and trains on them as on one batch
-        holding all their groups, with one optimizer step: a rollout cannot also serve several steps."""
+        """With accumulation the strategy samples and scores that many batches and trains on them as
+        on one batch holding all their groups, with one optimizer step: a rollout cannot also serve
+        several steps."""
         if self.num_iterations > 1:
-            return ("num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be combined "
-                    "with accumulate_grad_batches")
+            return (
+                "num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be combined "
+                "with accumulate_grad_batches"
+            )
         return None
 
     def data_needs(self) -> list[data.Need]:
@@ -188,7 +207,8 @@ class GRPOMixin(ManualStep):
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
-        """One GRPO step: sample and verify, then (at a window's last batch) train; returns the metrics."""
+        """One GRPO step: sample and verify, then (at a window's last batch) train; returns the
+        metrics."""
         # a hybrid in a supervised phase trains this step itself
         if (supervised := self.guidance.step(self, batch, batch_idx)) is not None:
             return supervised
@@ -217,13 +237,15 @@ class GRPOMixin(ManualStep):
         return out | {"metrics": means.result()}
 
     def _guided(self, drawn: Drawn, means: Means) -> Drawn:
-        """The batch's rollout as the guidance (a hybrid, `zoo.grpo.guidance`) extends it: G rows a prompt."""
+        """The batch's rollout as the guidance (a hybrid, `zoo.grpo.guidance`) extends it: G rows a
+        prompt."""
         rollout, rewards = self.guidance.extend(self, drawn.rollout, drawn.rewards, means)
         return replace(drawn, rollout=rollout, rewards=rewards, totals=dynamic.totals(rewards, len(rollout.examples)))
 
     def _train_window(self, window: list[list[Drawn]], means: Means) -> Tensor:
-        """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches of its
-        kept rows: the update of one batch holding all the window's groups, on any number of ranks."""
+        """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches
+        of its kept rows: the update of one batch holding all the window's groups, on any number of
+        ranks."""
         parts = self._parts(window)
         total = torch.zeros((), device=self.root_device)
         final = last_chunk(parts)
@@ -244,14 +266,17 @@ class GRPOMixin(ManualStep):
         return total
 
     def _parts(self, window: list[list[Drawn]]) -> list[Part]:
-        """The window's rollouts with their advantages, kept rows, masks, micro-batch plans, loss divisors and
-        the old / reference log-probs they need."""
+        """The window's rollouts with their advantages, kept rows, masks, micro-batch plans, loss
+        divisors and the old / reference log-probs they need."""
         drawn = [d for batch in window for d in batch]
         advantages = self._advantages(drawn)
-        parts = [make_part(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
-                 for d, adv in zip(drawn, advantages, strict=True)]
-        counts = self.reduce(torch.tensor([part.counts for part in parts], device=self.root_device),
-                             reduce_op="sum")  # [P, 2] over all ranks
+        parts = [
+            make_part(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
+            for d, adv in zip(drawn, advantages, strict=True)
+        ]
+        counts = self.reduce(
+            torch.tensor([part.counts for part in parts], device=self.root_device), reduce_op="sum"
+        )  # [P, 2] over all ranks
         divisors = batch_divisors(self.loss_type, counts.cpu(), [len(batch) for batch in window], self.max_new_tokens)
         plans = self.plan([part.rows for part in parts])
         for part, divisor, plan in zip(parts, divisors, plans, strict=True):
@@ -265,23 +290,25 @@ class GRPOMixin(ManualStep):
         return parts
 
     def _advantages(self, drawn: list[Drawn]) -> list[Tensor]:
-        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the window's
-        batches on every rank."""
+        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the
+        window's batches on every rank."""
         totals = [d.totals for d in drawn]
         if self.scale_rewards != "batch":
             return window_advantages(totals, self.scale_rewards)
         mine = torch.cat([torch.cat([d.totals, d.members[:, None].to(d.totals)], dim=1) for d in drawn])  # [R, G+1]
         everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*R, G+1]
-        return window_advantages(totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine),
-                                 members=everyone[:, -1].bool())
+        return window_advantages(
+            totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine), members=everyone[:, -1].bool()
+        )
 
     def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
         """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
         logps, entropy = out["logps"], out["entropy"]  # [n, L]
         m = part.mask[rows].to(logps.device)
         old_logps = logps.detach() if part.old is None else part.old[rows]
-        per_token, clipped = F.per_token_loss(logps, old_logps, part.advantages[rows], m, self.loss_type,
-                                              self.epsilon, self.epsilon_high)
+        per_token, clipped = F.per_token_loss(
+            logps, old_logps, part.advantages[rows], m, self.loss_type, self.epsilon, self.epsilon_high
+        )
         per_token, extra = self.guidance.adjust(self, part, rows, out, per_token, means)
         if part.ref is not None:
             kl = F.kl_penalty(logps, part.ref[rows], self.kl_estimator)
@@ -316,24 +343,26 @@ class GRPOStrategy(OneDevice, GRPOMixin, SingleDeviceStrategy):
 
 
 class GRPODDPStrategy(GRPOMixin, DDPStrategy):
-    """GRPO over DistributedDataParallel: each rank samples its own prompts, gradients are all-reduced.
+    """GRPO over DistributedDataParallel: each rank samples its own prompts, gradients are
+    all-reduced.
 
     Args:
-        **kwargs: GRPO settings (see `GRPOMixin`) and `DDPStrategy` arguments (``process_group_backend``,
-            ``find_unused_parameters``, ``start_method``, ...).
+        **kwargs: GRPO settings (see `GRPOMixin`) and `DDPStrategy` arguments
+            (``process_group_backend``, ``find_unused_parameters``, ``start_method``, ...).
     """
 
 
 class GRPOFSDPStrategy(FSDP2, GRPOMixin, ModelParallelStrategy):
-    """GRPO over FSDP2: parameters, gradients and optimizer states sharded across all ranks (Lightning's
-    `ModelParallelStrategy` with a data-parallel mesh over every process; the policy shards its blocks in
-    ``configure_model``). Generation gathers the parameters once per rollout. Checkpoints are distributed
-    (a folder of shards) and load on any number of processes.
+    """GRPO over FSDP2: parameters, gradients and optimizer states sharded across all ranks
+    (Lightning's `ModelParallelStrategy` with a data-parallel mesh over every process; the policy
+    shards its blocks in ``configure_model``). Generation gathers the parameters once per rollout.
+    Checkpoints are distributed (a folder of shards) and load on any number of processes.
 
     Args:
-        param_dtype: Dtype the parameters are gathered in for compute (e.g. ``bfloat16`` over fp32 shards);
-            None computes in the parameters' own dtype.
-        reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses ``param_dtype``.
+        param_dtype: Dtype the parameters are gathered in for compute (e.g. ``bfloat16`` over fp32
+            shards); None computes in the parameters' own dtype.
+        reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses
+            ``param_dtype``.
         **kwargs: GRPO settings (see `GRPOMixin`) and `ModelParallelStrategy` arguments
             (``save_distributed_checkpoint``, ``process_group_backend``, ``timeout``).
     """

@@ -1,9 +1,10 @@
-"""The batches of one optimizer step (a gradient accumulation window) as GRPO trains on them: each batch's kept
-rows, loss mask, advantages, micro-batch plan and the divisor of its summed loss.
+"""The batches of one optimizer step (a gradient accumulation window) as GRPO trains on them: each
+batch's kept rows, loss mask, advantages, micro-batch plan and the divisor of its summed loss.
 
-The strategy scores every batch of a window before it trains on any, so the window's update is the update of
-one batch holding all its groups: ``scale_rewards: batch`` takes the std over the window and the normalisers
-count the window's rows and tokens over every rank (`zoo.grpo.functional.window_normalisers`).
+The strategy scores every batch of a window before it trains on any, so the window's update is the
+update of one batch holding all its groups: ``scale_rewards: batch`` takes the std over the window
+and the normalisers count the window's rows and tokens over every rank
+(`zoo.grpo.functional.window_normalisers`).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class Part:
 
 
 def make_part(drawn: Drawn, advantages: Tensor, filter_zero_variance: bool, mask_truncated: bool) -> Part:
-    """A rollout's kept rows (those of its groups in the batch, minus groups with equal rewards when filtering)
-    and loss mask (completions without an EOS left out with ``mask_truncated``)."""
+    """A rollout's kept rows (those of its groups in the batch, minus groups with equal rewards when
+    filtering) and loss mask (completions without an EOS left out with ``mask_truncated``)."""
     rollout, keep = drawn.rollout, drawn.members  # [B]
     if filter_zero_variance:
         keep = keep & ~F.zero_std_groups(drawn.totals)
@@ -90,32 +91,34 @@ def make_part(drawn: Drawn, advantages: Tensor, filter_zero_variance: bool, mask
     return Part(rollout, advantages, mask, rows)
 
 
-def window_advantages(totals: list[Tensor], scale: str, everyone: Tensor | None = None, offset: int = 0,
-                      members: Tensor | None = None) -> list[Tensor]:
+def window_advantages(
+    totals: list[Tensor], scale: str, everyone: Tensor | None = None, offset: int = 0, members: Tensor | None = None
+) -> list[Tensor]:
     """``[N]`` advantages of each rollout of a window from its ``[B, G]`` rewards.
 
     Args:
         totals: Rewards of each rollout of this rank.
         scale: ``scale_rewards``.
-        everyone: For ``batch`` scaling, the rewards of every rollout of every rank, ``[W * sum(B), G]``: the
-            std is taken over those of ``members``.
+        everyone: For ``batch`` scaling, the rewards of every rollout of every rank, ``[W * sum(B),
+            G]``: the std is taken over those of ``members``.
         offset: Where this rank's rows start in ``everyone``.
-        members: Groups of ``everyone`` in the training batch ``[W * sum(B)]`` bool (None: all); the others
-            (left out by dynamic sampling) get advantage 0.
+        members: Groups of ``everyone`` in the training batch ``[W * sum(B)]`` bool (None: all); the
+            others (left out by dynamic sampling) get advantage 0.
     """
     if scale != "batch":
         return [F.group_advantages(t, scale).flatten() for t in totals]
     members = torch.ones(len(everyone), dtype=torch.bool) if members is None else members
     advantages = torch.zeros_like(everyone)  # [W * sum(B), G]
     advantages[members] = F.group_advantages(everyone[members], "batch")
-    mine = advantages[offset:offset + sum(len(t) for t in totals)]  # [sum(B), G]
+    mine = advantages[offset : offset + sum(len(t) for t in totals)]  # [sum(B), G]
     return [a.flatten() for a in torch.split(mine, [len(t) for t in totals])]
 
 
 def batch_divisors(loss_type: str, counts: Tensor, sizes: list[int], max_new_tokens: int) -> list[float]:
-    """The divisor of each rollout's summed loss, from the kept rows and tokens of every rollout over all
-    ranks ``[P, 2]``; the window's batches hold ``sizes`` consecutive rollouts each (more than one with
-    dynamic sampling), and each batch counts as one in `zoo.grpo.functional.window_normalisers`."""
+    """The divisor of each rollout's summed loss, from the kept rows and tokens of every rollout
+    over all ranks ``[P, 2]``; the window's batches hold ``sizes`` consecutive rollouts each (more
+    than one with dynamic sampling), and each batch counts as one in
+    `zoo.grpo.functional.window_normalisers`."""
     per_batch = torch.stack([c.sum(dim=0) for c in torch.split(counts, sizes)])  # [k, 2]
     divisors = F.window_normalisers(loss_type, per_batch, max_new_tokens)
     return [divisor for divisor, size in zip(divisors, sizes, strict=True) for _ in range(size)]
@@ -123,8 +126,9 @@ def batch_divisors(loss_type: str, counts: Tensor, sizes: list[int], max_new_tok
 
 @torch.no_grad()
 def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
-    """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of ``num_iterations > 1``)
-    or its frozen reference (``reference``), in the log-probs' own dtype; rows outside the plan are 0."""
+    """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of
+    ``num_iterations > 1``) or its frozen reference (``reference``), in the log-probs' own dtype;
+    rows outside the plan are 0."""
     out = None
     for chunk, _ in plan:
         logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
@@ -135,8 +139,8 @@ def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> 
 
 
 def last_chunk(parts: list[Part]) -> tuple[int, int] | None:
-    """``(part, chunk)`` of the window's last backward pass (the one that synchronises gradients), None when
-    no part has a chunk (the same on every rank, as the plans are)."""
+    """``(part, chunk)`` of the window's last backward pass (the one that synchronises gradients),
+    None when no part has a chunk (the same on every rank, as the plans are)."""
     for p in reversed(range(len(parts))):
         if parts[p].plan:
             return p, len(parts[p].plan) - 1
@@ -147,6 +151,8 @@ def add_window_metrics(means, parts: list[Part], totals: list[Tensor]) -> None:
     """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches."""
     means.add("train/grpo/adv_std", torch.cat([part.advantages for part in parts]).std().item())
     means.add("train/grpo/frac_zero_std", F.zero_std_groups(torch.cat(totals)).float().mean().item())
-    for name, values in (("completion_len", [p.rollout.completion_mask.sum(1) for p in parts]),
-                         ("truncated", [p.rollout.truncated for p in parts])):
+    for name, values in (
+        ("completion_len", [p.rollout.completion_mask.sum(1) for p in parts]),
+        ("truncated", [p.rollout.truncated for p in parts]),
+    ):
         means.add(f"train/grpo/{name}", torch.cat(values).float().mean().item())

@@ -1,6 +1,6 @@
-"""Entropulse (Lai et al. 2025, "ComputerRL: Scaling End-to-End Online Reinforcement Learning for Computer Use
-Agents", arXiv 2508.14040): RL until the policy's entropy collapses, then SFT on the policy's own successful
-rollouts of the RL phase (which raises entropy again), then RL again.
+"""Entropulse (Lai et al. 2025, "ComputerRL: Scaling End-to-End Online Reinforcement Learning for
+Computer Use Agents", arXiv 2508.14040): RL until the policy's entropy collapses, then SFT on the
+policy's own successful rollouts of the RL phase (which raises entropy again), then RL again.
 
 `Schedule` is the switching logic (pure Python); `Entropulse` runs it inside a GRPO strategy.
 """
@@ -25,9 +25,9 @@ from zoo.sft.functional import sft_loss
 
 @dataclass
 class Schedule:
-    """Which phase each step trains in: RL until the mean entropy of the last ``window`` RL steps is below
-    ``threshold``, then ``sft_steps`` SFT steps, then RL again with an empty window (so the next SFT phase needs
-    ``window`` new RL steps).
+    """Which phase each step trains in: RL until the mean entropy of the last ``window`` RL steps is
+    below ``threshold``, then ``sft_steps`` SFT steps, then RL again with an empty window (so the
+    next SFT phase needs ``window`` new RL steps).
 
     Attributes:
         threshold: Entropy (nats per token) below which the window counts as collapsed.
@@ -49,16 +49,16 @@ class Schedule:
         """``"rl"`` or ``"sft"`` for the coming step.
 
         Args:
-            entropy: Mean token entropy of the last step if it was an RL step, None otherwise (an SFT step, the
-                first step, or an RL step with no counted token).
-            ready: Whether an SFT phase can run (every rank holds a successful rollout); a collapsed window
-                waits until it can.
+            entropy: Mean token entropy of the last step if it was an RL step, None otherwise (an
+                SFT step, the first step, or an RL step with no counted token).
+            ready: Whether an SFT phase can run (every rank holds a successful rollout); a collapsed
+                window waits until it can.
         """
         if self.sft_left:
             self.sft_left -= 1
             return "sft"
         if entropy is not None:
-            self.history = [*self.history, entropy][-self.window:]
+            self.history = [*self.history, entropy][-self.window :]
         if ready and len(self.history) == self.window and statistics.fmean(self.history) < self.threshold:
             self.history, self.sft_left, self.phases = [], self.sft_steps - 1, self.phases + 1
             return "sft"
@@ -66,8 +66,9 @@ class Schedule:
 
 
 class Successes:
-    """The successful completions of recent examples (the SFT set of an Entropulse phase): per example, its
-    distinct successful completions; at most ``size`` examples, the oldest dropped first."""
+    """The successful completions of recent examples (the SFT set of an Entropulse phase): per
+    example, its distinct successful completions; at most ``size`` examples, the oldest dropped
+    first."""
 
     def __init__(self, size: int):
         self.size = size
@@ -86,16 +87,16 @@ class Successes:
             self._by_example.popitem(last=False)
 
     def draw(self, k: int, rng: random.Random) -> tuple[list, list[str]]:
-        """``k`` examples drawn with replacement, each with one of its successes at random (ComputerRL draws a
-        random successful trajectory per task)."""
+        """``k`` examples drawn with replacement, each with one of its successes at random
+        (ComputerRL draws a random successful trajectory per task)."""
         chosen = rng.choices(list(self._by_example.values()), k=k)
         return [example for example, _ in chosen], [rng.choice(texts) for _, texts in chosen]
 
 
 def supervised_update(strategy, rollout, means: Means) -> Tensor:
-    """One SFT optimizer step on a teacher-forced rollout: the token-mean NLL over every rank, in the strategy's
-    micro-batches, clipped and stepped as GRPO steps are (`zoo.training.ManualStep`). Returns this rank's share
-    of the loss."""
+    """One SFT optimizer step on a teacher-forced rollout: the token-mean NLL over every rank, in
+    the strategy's micro-batches, clipped and stepped as GRPO steps are (`zoo.training.ManualStep`).
+    Returns this rank's share of the loss."""
     mask = rollout.completion_mask  # [B, L]
     count = strategy.reduce(mask.sum().float().to(strategy.root_device), reduce_op="sum")
     divisor = max(float(count), 1.0) / strategy.world_size
@@ -114,31 +115,40 @@ def supervised_update(strategy, rollout, means: Means) -> Tensor:
 class Entropulse(Guidance):
     """Alternate RL and SFT phases against entropy collapse (ComputerRL's Entropulse).
 
-    During RL every completion whose reward's ``accuracy`` part is at least ``success`` is kept (per example, its
-    distinct successful completions; the last ``buffer_size`` examples). When the mean token entropy of the
-    sampled completions (``train/grpo/entropy``, over all ranks) stays below ``threshold`` over ``window`` RL
-    steps, the next ``sft_steps`` steps are SFT steps: each draws as many kept examples as the batch holds (with
-    replacement), one successful completion of each at random, and trains their token-mean NLL (teacher forcing,
-    as `zoo.sft.SFTStrategy` does); the batch the data module gives is not used. Then RL resumes and the window
-    starts over. A collapse waits while some rank holds no success. Logged: ``train/entropulse/{sft,phases,
-    buffer,sft_loss}``; an SFT step's row holds no RL metrics (no sampling, no reward). The buffer and the phase
-    are not checkpointed: a resumed run starts in RL with an empty buffer. Not combinable with
-    ``accumulate_grad_batches`` (an SFT phase starts at any batch).
+    During RL every completion whose reward's ``accuracy`` part is at least ``success`` is kept (per
+    example, its distinct successful completions; the last ``buffer_size`` examples). When the mean
+    token entropy of the sampled completions (``train/grpo/entropy``, over all ranks) stays below
+    ``threshold`` over ``window`` RL steps, the next ``sft_steps`` steps are SFT steps: each draws
+    as many kept examples as the batch holds (with replacement), one successful completion of each
+    at random, and trains their token-mean NLL (teacher forcing, as `zoo.sft.SFTStrategy` does); the
+    batch the data module gives is not used. Then RL resumes and the window starts over. A collapse
+    waits while some rank holds no success. Logged: ``train/entropulse/{sft,phases,
+    buffer,sft_loss}``; an SFT step's row holds no RL metrics (no sampling, no reward). The buffer
+    and the phase are not checkpointed: a resumed run starts in RL with an empty buffer. Not
+    combinable with ``accumulate_grad_batches`` (an SFT phase starts at any batch).
 
     Args:
-        threshold: Entropy in nats per token (``train/grpo/entropy``) below which the RL window counts as
-            collapsed.
+        threshold: Entropy in nats per token (``train/grpo/entropy``) below which the RL window
+            counts as collapsed.
         window: RL steps whose mean entropy is compared with ``threshold``.
         sft_steps: Optimizer steps of each SFT phase.
-        success: Least ``accuracy`` reward part of a completion kept for SFT (1: fully right answers).
+        success: Least ``accuracy`` reward part of a completion kept for SFT (1: fully right
+            answers).
         buffer_size: Most examples whose successes are kept (the oldest are dropped first).
     """
 
-    def __init__(self, threshold: float = 0.3, window: int = 10, sft_steps: int = 20, success: float = 1.0,
-                 buffer_size: int = 1024):
+    def __init__(
+        self,
+        threshold: float = 0.3,
+        window: int = 10,
+        sft_steps: int = 20,
+        success: float = 1.0,
+        buffer_size: int = 1024,
+    ):
         if window < 1 or sft_steps < 1 or buffer_size < 1:
-            raise ValueError(f"window, sft_steps and buffer_size must be >= 1, got {window}, {sft_steps}, "
-                             f"{buffer_size}")
+            raise ValueError(
+                f"window, sft_steps and buffer_size must be >= 1, got {window}, {sft_steps}, {buffer_size}"
+            )
         self.schedule = Schedule(threshold, window, sft_steps)
         self.success, self.buffer = success, Successes(buffer_size)
         self._entropy = [0.0, 0.0]  # entropy sum and token count of the current RL step
@@ -146,8 +156,10 @@ class Entropulse(Guidance):
 
     def step(self, strategy, batch: list, batch_idx: int) -> dict | None:
         if strategy.accumulate_grad_batches > 1:
-            raise ValueError("Entropulse cannot be combined with accumulate_grad_batches: an SFT phase may start "
-                             "at any batch of an accumulation window")
+            raise ValueError(
+                "Entropulse cannot be combined with accumulate_grad_batches: an SFT phase may start "
+                "at any batch of an accumulation window"
+            )
         stats = torch.tensor([*self._entropy, float(len(self.buffer) == 0)], device=strategy.root_device)
         entropy_sum, tokens, empty = strategy.reduce(stats, reduce_op="sum").tolist()  # over every rank
         entropy = entropy_sum / tokens if self._last == "rl" and tokens > 0 else None

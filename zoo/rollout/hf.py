@@ -1,5 +1,6 @@
-"""Everything specific to Hugging Face ``generate``: `HFEngine`, its seeded sampling (`SeededSampling`), the KV
-cache expansion (`expand_cache`) and prefix-shared generation (`generate_shared`)."""
+"""Everything specific to Hugging Face ``generate``: `HFEngine`, its seeded sampling
+(`SeededSampling`), the KV cache expansion (`expand_cache`) and prefix-shared generation
+(`generate_shared`)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from zoo.sharding import unsharded
 
 
 class HFEngine(RolloutEngine):
-    """Hugging Face ``generate`` on the policy's own model (under FSDP2 gathered once per rollout), with seeded
-    per-row sampling, suppressed special tokens and prefix sharing; the policy's ``share_prefix``,
-    ``cache_implementation`` and ``compile_decode`` settings apply. It shares the policy's weights, so
-    there is nothing to sync or offload."""
+    """Hugging Face ``generate`` on the policy's own model (under FSDP2 gathered once per rollout),
+    with seeded per-row sampling, suppressed special tokens and prefix sharing; the policy's
+    ``share_prefix``, ``cache_implementation`` and ``compile_decode`` settings apply. It shares the
+    policy's weights, so there is nothing to sync or offload."""
 
     def sync_weights(self, policy) -> None:
         return None  # generate runs on the policy's own (current) weights
@@ -31,8 +32,11 @@ class HFEngine(RolloutEngine):
     def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> Tensor:
         policy, batch = self.policy, prompts.batch
         prompt_length = batch.tensors["input_ids"].shape[1]
-        processors = [] if sampling.greedy else [
-            SeededSampling(sampling.seeds, prompt_length, sampling.temperature, sampling.top_p)]
+        processors = (
+            []
+            if sampling.greedy
+            else [SeededSampling(sampling.seeds, prompt_length, sampling.temperature, sampling.top_p)]
+        )
         config = policy.generation_config(sampling.max_new_tokens)
         shared = policy.share_prefix if sampling.share_prefix is None else sampling.share_prefix
         model = policy.model
@@ -41,8 +45,9 @@ class HFEngine(RolloutEngine):
         try:
             with unsharded(model):
                 if shared:
-                    out = generate_shared(model, batch.tensors, batch.media_keys, n, config,
-                                          logits_processor=processors)
+                    out = generate_shared(
+                        model, batch.tensors, batch.media_keys, n, config, logits_processor=processors
+                    )
                 else:
                     inputs = batch.select([b for b in range(batch.size) for _ in range(n)])
                     out = model.generate(**inputs, generation_config=config, logits_processor=processors)
@@ -52,8 +57,9 @@ class HFEngine(RolloutEngine):
 
 
 class SeededSampling(LogitsProcessor):
-    """A ``generate`` logits processor that turns greedy decoding into seeded sampling: temperature and
-    top-p filter the scores, then the argmax of ``scores + gumbel`` is a sample from the filtered softmax.
+    """A ``generate`` logits processor that turns greedy decoding into seeded sampling: temperature
+    and top-p filter the scores, then the argmax of ``scores + gumbel`` is a sample from the
+    filtered softmax.
 
     Args:
         seeds: One int64 seed per row, ``[N]``.
@@ -75,8 +81,9 @@ class SeededSampling(LogitsProcessor):
 
 
 def expand_cache(cache, repeats: int) -> None:
-    """Repeat every layer's keys and values ``repeats`` times along the batch, in place: row ``b`` becomes rows
-    ``b * repeats ... (b + 1) * repeats - 1``. A static layer keeps a fixed address for ``torch.compile``."""
+    """Repeat every layer's keys and values ``repeats`` times along the batch, in place: row ``b``
+    becomes rows ``b * repeats ... (b + 1) * repeats - 1``. A static layer keeps a fixed address for
+    ``torch.compile``."""
     for layer in cache.layers:
         if not isinstance(layer, StaticLayer):
             layer.batch_repeat_interleave(repeats)
@@ -87,23 +94,27 @@ def expand_cache(cache, repeats: int) -> None:
             torch._dynamo.mark_static_address(layer.values)
 
 
-def generate_shared(model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], repeats: int,
-                    generation_config, **kwargs) -> Tensor:
-    """``model.generate`` on every prompt repeated ``repeats`` times, with the prompts encoded only once.
+def generate_shared(
+    model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], repeats: int, generation_config, **kwargs
+) -> Tensor:
+    """``model.generate`` on every prompt repeated ``repeats`` times, with the prompts encoded only
+    once.
 
-    The prompts minus their last token (media, vision / audio encoders and all) run through ``model`` once,
-    B rows; the cache is repeated (`expand_cache`) and ``generate`` continues the N rows from the last prompt
-    token. Position ids (Qwen's 3D rope ones too) are computed once, as ``generate`` would, and repeated, so
-    no per-row model state (such as Qwen's ``rope_deltas``) is read while decoding.
+    The prompts minus their last token (media, vision / audio encoders and all) run through
+    ``model`` once, B rows; the cache is repeated (`expand_cache`) and ``generate`` continues the N
+    rows from the last prompt token. Position ids (Qwen's 3D rope ones too) are computed once, as
+    ``generate`` would, and repeated, so no per-row model state (such as Qwen's ``rope_deltas``) is
+    read while decoding.
 
     Args:
-        model: A Hugging Face generative model (or one exposing the same ``forward`` / ``generate`` /
-            ``_prepare_position_ids_for_generation``).
+        model: A Hugging Face generative model (or one exposing the same ``forward`` / ``generate``
+            / ``_prepare_position_ids_for_generation``).
         inputs: Processor-style inputs of the B prompts, left padded.
-        media_keys: Keys of ``inputs`` that only the prefill takes (pixel values, grids, audio features).
+        media_keys: Keys of ``inputs`` that only the prefill takes (pixel values, grids, audio
+            features).
         repeats: G.
-        generation_config: ``generate`` settings; ``cache_implementation="static"`` prefills into a static
-            cache sized for the prompt and ``max_new_tokens``.
+        generation_config: ``generate`` settings; ``cache_implementation="static"`` prefills into a
+            static cache sized for the prompt and ``max_new_tokens``.
         **kwargs: More ``generate`` arguments (``logits_processor``).
 
     Returns:
@@ -119,7 +130,8 @@ def generate_shared(model: nn.Module, inputs: dict[str, Tensor], media_keys: set
         length = max(ids.shape[1] + generation_config.max_new_tokens, getattr(model, "_previous_max_cache_length", 0))
         model._previous_max_cache_length = length
     cache = StaticCache(config=text_config, max_cache_len=length) if static else DynamicCache(config=text_config)
-    # the last prompt token is left to generate, which needs an uncached token to give the first logits
+    # the last prompt token is left to generate, which needs an uncached token to give the first
+    # logits
     prefill = {k: v[:, :-1] for k, v in tokens.items()} | media  # [B, T - 1] and the media
     decode = {k: v.repeat_interleave(repeats, dim=0) for k, v in tokens.items()}  # [N, T]
     if "position_ids" in inspect.signature(model.forward).parameters:

@@ -9,17 +9,19 @@ import torch
 from torch import Tensor
 
 
-def token_log_probs(logits: Tensor, ids: Tensor, temperature: float = 1.0,
-                    banned: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def token_log_probs(
+    logits: Tensor, ids: Tensor, temperature: float = 1.0, banned: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """The log-prob of each sampled token and the entropy of the distribution it was sampled from.
 
     Args:
-        logits: Next-token logits at the completion positions, ``[n, L, V]`` (any float dtype; computed in
-            float32).
+        logits: Next-token logits at the completion positions, ``[n, L, V]`` (any float dtype;
+            computed in float32).
         ids: The sampled tokens, ``[n, L]``.
-        temperature: The sampling temperature: logits are divided by it, so the distribution scored is the
-            one that was sampled.
-        banned: Tokens sampling suppressed, ``[V]`` bool; they get probability 0 here too. None bans nothing.
+        temperature: The sampling temperature: logits are divided by it, so the distribution scored
+            is the one that was sampled.
+        banned: Tokens sampling suppressed, ``[V]`` bool; they get probability 0 here too. None bans
+            nothing.
 
     Returns:
         ``(logps, entropy)``, both ``[n, L]``.

@@ -38,7 +38,8 @@ class Rollout:
         examples: The B prompts' examples.
         prompts: Their encoding (B rows).
         num_generations: G, completions per prompt.
-        completion_ids: ``[N, L]``; positions after the first EOS hold an EOS id, so they stay scorable.
+        completion_ids: ``[N, L]``; positions after the first EOS hold an EOS id, so they stay
+            scorable.
         completion_mask: ``[N, L]`` bool, the tokens that count (through the first EOS).
         truncated: ``[N]`` bool, rows that hit ``max_new_tokens`` without an EOS.
         completions: N decoded texts, without the EOS.
@@ -63,16 +64,18 @@ class Rollout:
         return self.examples[row // self.num_generations]
 
     def completion_columns(self, rows: Tensor) -> int:
-        """Completion columns ``rows`` need: through the last counted token of the longest of them."""
+        """Completion columns ``rows`` need: through the last counted token of the longest of
+        them."""
         used = torch.nonzero(self.completion_mask[rows].any(0))  # [columns used, 1]
         return int(used.max()) + 1 if len(used) else 1
 
     def model_inputs(self, rows: Tensor, trim: bool = False) -> dict[str, Tensor]:
         """Prompt + completion inputs for ``rows`` (``[n]`` row indices), ready for a forward pass.
 
-        ``trim`` leaves out the prompt columns that are padding in every one of the rows and the completion
-        columns after `completion_columns`: a shorter forward pass whose kept positions see the same tokens
-        (left padding is masked out, and the cut tail comes after every scored token).
+        ``trim`` leaves out the prompt columns that are padding in every one of the rows and the
+        completion columns after `completion_columns`: a shorter forward pass whose kept positions
+        see the same tokens (left padding is masked out, and the cut tail comes after every scored
+        token).
         """
         prompt = self.prompts.select((rows // self.num_generations).tolist())
         n, p = prompt["input_ids"].shape

@@ -1,9 +1,10 @@
 """Seeded sampling noise that does not depend on where a row runs.
 
-Token ``t`` of row ``n`` is drawn with Gumbel-max noise that is a hash of (the row's seed, t, token id), computed
-with integer arithmetic that gives the same bits on every device. A row's seed comes from its example's uid and
-its sample index, so a row's completion depends only on its example and the step, never on which rank or batch
-position it landed in: a global batch gives the same rollouts on 1 process or on N.
+Token ``t`` of row ``n`` is drawn with Gumbel-max noise that is a hash of (the row's seed, t, token
+id), computed with integer arithmetic that gives the same bits on every device. A row's seed comes
+from its example's uid and its sample index, so a row's completion depends only on its example and
+the step, never on which rank or batch position it landed in: a global batch gives the same rollouts
+on 1 process or on N.
 """
 
 from __future__ import annotations
@@ -35,19 +36,22 @@ def splitmix64(x: Tensor) -> Tensor:
 
 
 def row_seeds(keys: list[str], seed: int) -> Tensor:
-    """One int64 seed per row from a string key per row and a base seed (the same in every process)."""
+    """One int64 seed per row from a string key per row and a base seed (the same in every
+    process)."""
     digests = (hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8] for key in keys)
     return torch.tensor([int.from_bytes(d, "little", signed=True) for d in digests], dtype=torch.long)
 
 
 def example_row_seeds(examples: list, num_generations: int, seed: int) -> Tensor:
-    """Seeds of rows ``(b, g)``: from each example's ``uid`` (its batch position when it has none) and g."""
+    """Seeds of rows ``(b, g)``: from each example's ``uid`` (its batch position when it has none)
+    and g."""
     keys = [f"{ex.uid or b}:{g}" for b, ex in enumerate(examples) for g in range(num_generations)]
     return row_seeds(keys, seed)
 
 
 def gumbel_noise(seeds: Tensor, position: int, vocab: int) -> Tensor:
-    """Gumbel(0, 1) noise ``[N, V]`` for decoding ``position`` of rows with ``seeds`` (``[N]`` int64)."""
+    """Gumbel(0, 1) noise ``[N, V]`` for decoding ``position`` of rows with ``seeds`` (``[N]``
+    int64)."""
     base = splitmix64(seeds ^ splitmix64(torch.full_like(seeds, position)))[:, None]  # [N, 1]
     bits = splitmix64(base + torch.arange(1, vocab + 1, device=seeds.device)[None, :] * _GOLDEN)  # [N, V]
     uniform = (_shr(bits, 11).double() + 0.5) / float(1 << 53)  # (0, 1)

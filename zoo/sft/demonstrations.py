@@ -1,9 +1,10 @@
-"""Demonstrations as completions: an expert's reply tokenised as the policy would generate it after its prompt.
+"""Demonstrations as completions: an expert's reply tokenised as the policy would generate it after
+its prompt.
 
-A demonstration becomes a one-sample `zoo.rollout.Rollout` (`teacher_forced`), so every family's own encode and
-scoring path (`zoo.PolicyModule.token_scores`) gives its teacher-forced log-probs: the prompt, its media
-placeholders and its padding are never trained, only the completion tokens through the end-of-turn token. The
-same rows can join a GRPO group as off-policy samples.
+A demonstration becomes a one-sample `zoo.rollout.Rollout` (`teacher_forced`), so every family's own
+encode and scoring path (`zoo.PolicyModule.token_scores`) gives its teacher-forced log-probs: the
+prompt, its media placeholders and its padding are never trained, only the completion tokens through
+the end-of-turn token. The same rows can join a GRPO group as off-policy samples.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from zoo.rollout.rollout import Rollout
 
 
 def _text_only(messages: list[dict], as_parts: bool) -> list[dict]:
-    """The messages with their media left out (the end of the assistant turn does not depend on them), as
-    text parts for a processor's template or as strings for a tokenizer's."""
+    """The messages with their media left out (the end of the assistant turn does not depend on
+    them), as text parts for a processor's template or as strings for a tokenizer's."""
     out = []
     for message in messages:
         content = message["content"]
@@ -26,9 +27,10 @@ def _text_only(messages: list[dict], as_parts: bool) -> list[dict]:
 
 
 def completion_text(policy, messages: list[dict], reply: str) -> str:
-    """What the policy writes after the prompt of ``messages`` when its answer is ``reply``: the chat template's
-    rendering of the assistant turn (any decoration the template adds and the end-of-turn token), or ``reply``
-    plus the EOS token when the template's full rendering does not extend its generation prompt.
+    """What the policy writes after the prompt of ``messages`` when its answer is ``reply``: the
+    chat template's rendering of the assistant turn (any decoration the template adds and the
+    end-of-turn token), or ``reply`` plus the EOS token when the template's full rendering does not
+    extend its generation prompt.
 
     Args:
         policy: A configured `zoo.PolicyModule` (its processor's chat template is used).
@@ -41,39 +43,47 @@ def completion_text(policy, messages: list[dict], reply: str) -> str:
     start = processor.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     full = processor.apply_chat_template(prompt + turn, tokenize=False)
     if full.startswith(start) and len(full) > len(start):
-        return full[len(start):]
+        return full[len(start) :]
     return reply + policy.tokenizer.decode(policy.eos_ids[:1])
 
 
 def completion_ids(policy, text: str, max_tokens: int | None = None) -> tuple[list[int], bool]:
-    """The token ids of a completion text through its first EOS token (one is added when it has none), cut to
-    ``max_tokens``; and whether it was cut."""
+    """The token ids of a completion text through its first EOS token (one is added when it has
+    none), cut to ``max_tokens``; and whether it was cut."""
     ids = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
     ends = [i for i, token in enumerate(ids) if token in policy.eos_ids]
-    ids = ids[:ends[0] + 1] if ends else [*ids, policy.eos_ids[0]]
+    ids = ids[: ends[0] + 1] if ends else [*ids, policy.eos_ids[0]]
     cut = max_tokens is not None and len(ids) > max_tokens
     return (ids[:max_tokens] if cut else ids), cut
 
 
-def demonstration_ids(policy, examples: list, replies: list[str], max_tokens: int | None = None,
-                      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def demonstration_ids(
+    policy,
+    examples: list,
+    replies: list[str],
+    max_tokens: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Right-padded completion ids of the demonstrations of a batch.
 
     A demonstration holding a token the policy may never emit (a media placeholder, as a literal
-    ``<|image_pad|>`` in the text tokenises) is left out: its row keeps no token in the mask and is flagged.
+    ``<|image_pad|>`` in the text tokenises) is left out: its row keeps no token in the mask and is
+    flagged.
 
     Args:
         policy: A configured `zoo.PolicyModule`.
         examples: B `tasks.Example` prompts.
         replies: The B demonstrations (assistant answers).
-        max_tokens: Longest completion kept; longer ones are cut (and flagged truncated). None keeps all.
+        max_tokens: Longest completion kept; longer ones are cut (and flagged truncated). None keeps
+            all.
 
     Returns:
-        ``ids`` ``[B, L]`` (padded with an EOS id, as rollouts are), ``mask`` ``[B, L]`` bool (the tokens
-        trained), ``truncated`` ``[B]`` bool, ``dropped`` ``[B]`` bool.
+        ``ids`` ``[B, L]`` (padded with an EOS id, as rollouts are), ``mask`` ``[B, L]`` bool (the
+        tokens trained), ``truncated`` ``[B]`` bool, ``dropped`` ``[B]`` bool.
     """
-    rows = [completion_ids(policy, completion_text(policy, ex.messages, reply), max_tokens)
-            for ex, reply in zip(examples, replies, strict=True)]
+    rows = [
+        completion_ids(policy, completion_text(policy, ex.messages, reply), max_tokens)
+        for ex, reply in zip(examples, replies, strict=True)
+    ]
     banned = set(policy.banned_ids)
     dropped = torch.tensor([bool(banned.intersection(ids)) for ids, _ in rows])  # [B]
     length = max(len(ids) for ids, _ in rows)
@@ -81,18 +91,29 @@ def demonstration_ids(policy, examples: list, replies: list[str], max_tokens: in
     mask = torch.zeros(len(rows), length, dtype=torch.bool)  # [B, L]
     for b, (row, _) in enumerate(rows):
         if not dropped[b]:
-            ids[b, :len(row)] = torch.tensor(row)
-            mask[b, :len(row)] = True
+            ids[b, : len(row)] = torch.tensor(row)
+            mask[b, : len(row)] = True
     return ids, mask, torch.tensor([cut for _, cut in rows]), dropped
 
 
-def teacher_forced(policy, examples: list, replies: list[str], max_tokens: int | None = None,
-                   ) -> tuple[Rollout, Tensor]:
+def teacher_forced(
+    policy,
+    examples: list,
+    replies: list[str],
+    max_tokens: int | None = None,
+) -> tuple[Rollout, Tensor]:
     """The demonstrations of a batch as a one-sample rollout (``G = 1``, temperature 1), ready for
     `zoo.PolicyModule.token_scores`; and the ``[B]`` rows left out (see `demonstration_ids`)."""
     ids, mask, truncated, dropped = demonstration_ids(policy, examples, replies, max_tokens)
     prompts = policy.encode(examples).to(policy.device)
-    rollout = Rollout(examples=list(examples), prompts=prompts, num_generations=1,
-                      completion_ids=ids.to(policy.device), completion_mask=mask.to(policy.device),
-                      truncated=truncated.to(policy.device), completions=list(replies), temperature=1.0)
+    rollout = Rollout(
+        examples=list(examples),
+        prompts=prompts,
+        num_generations=1,
+        completion_ids=ids.to(policy.device),
+        completion_mask=mask.to(policy.device),
+        truncated=truncated.to(policy.device),
+        completions=list(replies),
+        temperature=1.0,
+    )
     return rollout, dropped

@@ -1,7 +1,9 @@
-"""Supervised fine-tuning math as pure tensor functions: the negative log-likelihood of demonstration tokens
-(teacher forcing) and its token accuracy. A GRPO loss can add `sft_loss` to its own (SRFT, CHORD, LUFFY).
+"""Supervised fine-tuning math as pure tensor functions: the negative log-likelihood of
+demonstration tokens (teacher forcing) and its token accuracy. A GRPO loss can add `sft_loss` to its
+own (SRFT, CHORD, LUFFY).
 
-Shapes: N demonstration rows, L completion tokens (the demonstration, through its end-of-turn token).
+Shapes: N demonstration rows, L completion tokens (the demonstration, through its end-of-turn
+    token).
 """
 
 from __future__ import annotations
@@ -16,29 +18,32 @@ def token_nll(logps: Tensor, mask: Tensor, weights: Tensor | None = None) -> Ten
     """Per-token negative log-likelihood, 0 where ``mask`` is False, ``[N, L]``.
 
     Args:
-        logps: Log-probs of the demonstration tokens under the policy, ``[N, L]``; positions outside the mask
-            may hold anything, -inf included (a masked-out padding id), without making the result NaN.
+        logps: Log-probs of the demonstration tokens under the policy, ``[N, L]``; positions outside
+            the mask may hold anything, -inf included (a masked-out padding id), without making the
+            result NaN.
         mask: Tokens that count, ``[N, L]`` (bool or 0/1).
-        weights: Optional per-token weights ``[N, L]`` (CHORD/SRFT-style token weighting); None weighs all 1.
+        weights: Optional per-token weights ``[N, L]`` (CHORD/SRFT-style token weighting); None
+            weighs all 1.
     """
     keep = mask.bool()
     nll = torch.where(keep, -logps, torch.zeros_like(logps))  # where, not a product: 0 * inf is NaN
     return nll if weights is None else nll * weights
 
 
-def sft_loss(logps: Tensor, mask: Tensor, normaliser: str = "token", divisor: float | None = None,
-             weights: Tensor | None = None) -> Tensor:
+def sft_loss(
+    logps: Tensor, mask: Tensor, normaliser: str = "token", divisor: float | None = None, weights: Tensor | None = None
+) -> Tensor:
     """Negative log-likelihood of the demonstrations, to be minimised.
 
     Args:
         logps: Log-probs of the demonstration tokens, ``[N, L]``.
         mask: The assistant tokens that are trained, ``[N, L]``.
-        normaliser: ``token``: the sum over every counted token, divided by ``divisor`` (default: their
-            number, a mean per token, so long answers weigh more). ``sequence``: each row's mean over its
-            tokens, summed and divided by ``divisor`` (default: the rows with a token; every demonstration
-            weighs alike).
-        divisor: The denominator; pass the count of the whole (global) batch so that micro-batches add up to
-            the batch's loss, or 1 for a sum.
+        normaliser: ``token``: the sum over every counted token, divided by ``divisor`` (default:
+            their number, a mean per token, so long answers weigh more). ``sequence``: each row's
+            mean over its tokens, summed and divided by ``divisor`` (default: the rows with a token;
+            every demonstration weighs alike).
+        divisor: The denominator; pass the count of the whole (global) batch so that micro-batches
+            add up to the batch's loss, or 1 for a sum.
         weights: Optional per-token weights ``[N, L]``.
     """
     if normaliser not in NORMALISERS:
@@ -53,11 +58,12 @@ def sft_loss(logps: Tensor, mask: Tensor, normaliser: str = "token", divisor: fl
 
 
 def token_accuracy(greedy: Tensor, mask: Tensor) -> tuple[float, float]:
-    """``(correct, counted)``: how many counted tokens are the policy's most likely next token, and how many
-    tokens count (sums, so that micro-batches and ranks add up).
+    """``(correct, counted)``: how many counted tokens are the policy's most likely next token, and
+    how many tokens count (sums, so that micro-batches and ranks add up).
 
     Args:
-        greedy: Whether each demonstration token is the argmax of the policy's distribution, ``[N, L]`` bool.
+        greedy: Whether each demonstration token is the argmax of the policy's distribution, ``[N,
+            L]`` bool.
         mask: Tokens that count, ``[N, L]``.
     """
     keep = mask.bool()

@@ -1,11 +1,12 @@
-"""Supervised fine-tuning as a Lightning Strategy: one training step = teacher forcing on the data module's
-demonstrations, the loss on the assistant tokens only, then an optimizer step.
+"""Supervised fine-tuning as a Lightning Strategy: one training step = teacher forcing on the data
+module's demonstrations, the loss on the assistant tokens only, then an optimizer step.
 
-`SFTMixin` holds the algorithm; `SFTStrategy` (one device), `SFTDDPStrategy` (DDP) and `SFTFSDPStrategy` (FSDP2)
-add it to Lightning's strategies, as `zoo.grpo` does for GRPO, so any `zoo.PolicyModule`, config, launcher,
-checkpoint, LoRA / freeze setting and export works for SFT unchanged. Both stand on `zoo.training.ManualStep`;
-held-out evaluation is the same (`zoo.evaluation.Evaluation`: greedy or sampled accuracy, pass@k), so SFT and
-GRPO runs report the same metrics.
+`SFTMixin` holds the algorithm; `SFTStrategy` (one device), `SFTDDPStrategy` (DDP) and
+`SFTFSDPStrategy` (FSDP2) add it to Lightning's strategies, as `zoo.grpo` does for GRPO, so any
+`zoo.PolicyModule`, config, launcher, checkpoint, LoRA / freeze setting and export works for SFT
+unchanged. Both stand on `zoo.training.ManualStep`; held-out evaluation is the same
+(`zoo.evaluation.Evaluation`: greedy or sampled accuracy, pass@k), so SFT and GRPO runs report the
+same metrics.
 """
 
 from __future__ import annotations
@@ -33,18 +34,20 @@ class SFTMixin(ManualStep):
     ``demonstration(example)`` (`datamodules.PretextDataModule`: each task's perfect answer;
     `datamodules.ConversationDataModule`: the recorded assistant turns).
 
-    The loss is the negative log-likelihood of the demonstration tokens given the prompt, computed by the
-    policy's own scoring path (the one GRPO uses), so only the completion (through the end-of-turn token) is
-    trained: prompt, media placeholders and padding never are. The normaliser is the count over the whole
-    optimizer step (every micro-batch, every accumulated batch, every rank), applied to the summed gradients
-    before clipping, so the update does not depend on how the step is split.
+    The loss is the negative log-likelihood of the demonstration tokens given the prompt, computed
+    by the policy's own scoring path (the one GRPO uses), so only the completion (through the
+    end-of-turn token) is trained: prompt, media placeholders and padding never are. The normaliser
+    is the count over the whole optimizer step (every micro-batch, every accumulated batch, every
+    rank), applied to the summed gradients before clipping, so the update does not depend on how the
+    step is split.
 
     Args:
-        normaliser: ``token``: mean over every demonstration token of the step (long answers weigh more);
-            ``sequence``: mean over demonstrations of each one's token mean.
-        micro_batch_size: Demonstrations per forward/backward pass (bounds memory); None does all at once.
-        max_target_tokens: Longest demonstration trained, in tokens (longer ones are cut and counted in
-            ``train/sft/truncated``); None keeps every one whole.
+        normaliser: ``token``: mean over every demonstration token of the step (long answers weigh
+            more); ``sequence``: mean over demonstrations of each one's token mean.
+        micro_batch_size: Demonstrations per forward/backward pass (bounds memory); None does all at
+            once.
+        max_target_tokens: Longest demonstration trained, in tokens (longer ones are cut and counted
+            in ``train/sft/truncated``); None keeps every one whole.
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
         max_new_tokens: Completion length limit of held-out evaluation.
         eval_num_generations: Completions per held-out example (see `zoo.grpo.GRPOMixin`).
@@ -70,10 +73,12 @@ class SFTMixin(ManualStep):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for ok, message in ((normaliser in F.NORMALISERS, f"normaliser must be one of {F.NORMALISERS}"),
-                            (micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1"),
-                            (max_target_tokens is None or max_target_tokens >= 1, "max_target_tokens must be >= 1"),
-                            (max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")):
+        for ok, message in (
+            (normaliser in F.NORMALISERS, f"normaliser must be one of {F.NORMALISERS}"),
+            (micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1"),
+            (max_target_tokens is None or max_target_tokens >= 1, "max_target_tokens must be >= 1"),
+            (max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}"),
+        ):
             if not ok:
                 raise ValueError(message)
         self.normaliser = normaliser
@@ -82,15 +87,17 @@ class SFTMixin(ManualStep):
         self.max_grad_norm = max_grad_norm
         self.max_new_tokens = max_new_tokens
         self._window_count = 0.0  # tokens (or demonstrations) in the gradients accumulated so far
-        self.evaluation = Evaluation(eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k,
-                                     max_new_tokens)
+        self.evaluation = Evaluation(
+            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
+        )
 
     def data_needs(self) -> list[data.Need]:
         return [data.REWARDS, data.DEMONSTRATIONS]
 
     # ---- the step -------------------------------------------------------------------------------
     def training_step(self, batch: list, batch_idx: int) -> dict:
-        """One SFT step: teacher-force the batch's demonstrations, backward, and (at a window's last batch) step."""
+        """One SFT step: teacher-force the batch's demonstrations, backward, and (at a window's last
+        batch) step."""
         module = self.lightning_module
         means = Means()
         start = time.perf_counter()
@@ -108,8 +115,9 @@ class SFTMixin(ManualStep):
         return {"loss": loss, "metrics": means.result()}
 
     def _update(self, rollout, means: Means, step: bool) -> Tensor:
-        """Backward passes of the summed loss over micro-batches, then (when ``step``) the optimizer step with
-        the gradients divided by the window's global count. Returns this batch's mean loss."""
+        """Backward passes of the summed loss over micro-batches, then (when ``step``) the optimizer
+        step with the gradients divided by the window's global count. Returns this batch's mean
+        loss."""
         mask = rollout.completion_mask  # [B, L]
         (plan,) = self.plan([torch.arange(rollout.size)])
         total = torch.zeros((), device=self.root_device)
@@ -130,7 +138,8 @@ class SFTMixin(ManualStep):
         return total / max(count, 1.0)
 
     def _step(self, means: Means) -> None:
-        """The optimizer step, with the summed gradients divided by the window's count over every rank."""
+        """The optimizer step, with the summed gradients divided by the window's count over every
+        rank."""
         world = self.world_size if isinstance(self, ParallelStrategy) else 1
         window = torch.tensor(self._window_count, device=self.root_device)
         count = float(self.reduce(window, reduce_op="sum"))
@@ -148,8 +157,12 @@ def _log_dropped(batch: list, dropped: Tensor) -> None:
     for example, bad in zip(batch, dropped.tolist(), strict=True):
         if bad and example.task not in _warned_dropped:
             _warned_dropped.add(example.task)
-            log.warning("a %s demonstration holds a media placeholder or other banned token and is left out of "
-                        "the loss (counted in train/sft/dropped); example %s", example.task, example.uid or "?")
+            log.warning(
+                "a %s demonstration holds a media placeholder or other banned token and is left out of "
+                "the loss (counted in train/sft/dropped); example %s",
+                example.task,
+                example.uid or "?",
+            )
 
 
 class SFTStrategy(OneDevice, SFTMixin, SingleDeviceStrategy):
@@ -164,20 +177,24 @@ class SFTStrategy(OneDevice, SFTMixin, SingleDeviceStrategy):
 
 
 class SFTDDPStrategy(SFTMixin, DDPStrategy):
-    """SFT over DistributedDataParallel: each rank trains on its own demonstrations, gradients are all-reduced.
+    """SFT over DistributedDataParallel: each rank trains on its own demonstrations, gradients are
+    all-reduced.
 
     Args:
-        **kwargs: SFT settings (see `SFTMixin`) and `DDPStrategy` arguments (``process_group_backend``,
-            ``find_unused_parameters``, ``start_method``, ...).
+        **kwargs: SFT settings (see `SFTMixin`) and `DDPStrategy` arguments
+            (``process_group_backend``, ``find_unused_parameters``, ``start_method``, ...).
     """
 
 
 class SFTFSDPStrategy(FSDP2, SFTMixin, ModelParallelStrategy):
-    """SFT over FSDP2, sharded exactly as `zoo.grpo.GRPOFSDPStrategy` shards GRPO (data-parallel mesh over every
-    process, the policy's blocks sharded in ``configure_model``); checkpoints are distributed folders.
+    """SFT over FSDP2, sharded exactly as `zoo.grpo.GRPOFSDPStrategy` shards GRPO (data-parallel
+    mesh over every process, the policy's blocks sharded in ``configure_model``); checkpoints are
+    distributed folders.
 
     Args:
-        param_dtype: Dtype the parameters are gathered in for compute; None keeps the parameters' own.
-        reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses ``param_dtype``.
+        param_dtype: Dtype the parameters are gathered in for compute; None keeps the parameters'
+            own.
+        reduce_dtype: Dtype gradients are reduced in (with ``param_dtype`` set); None uses
+            ``param_dtype``.
         **kwargs: SFT settings (see `SFTMixin`) and `ModelParallelStrategy` arguments.
     """

@@ -1,5 +1,6 @@
-"""``zoo list``: the policies, tasks and sources this install has, found by importing the packages (a new
-file shows up with no edit here), with the ``pip install 'zoo[<extra>]'`` extras each one needs."""
+"""``zoo list``: the policies, tasks and sources this install has, found by importing the packages
+(a new file shows up with no edit here), with the ``pip install 'zoo[<extra>]'`` extras each one
+needs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def extras_requirements() -> dict[str, set[str]]:
-    """Extra name -> normalised distribution names it installs (setup.cfg of a checkout, else metadata)."""
+    """Extra name -> normalised distribution names it installs (setup.cfg of a checkout, else
+    metadata)."""
     pattern = re.compile(r"^\s*([A-Za-z0-9_.\-]+)")
     setup_cfg = ROOT / "setup.cfg"
     out: dict[str, set[str]] = {}
@@ -42,8 +44,8 @@ def _normalise(name: str) -> str:
 
 
 def imported_packages(cls: type) -> set[str]:
-    """Top-level names imported anywhere (also inside functions, and through `tasks.extras.require`) by the
-    modules defining ``cls`` and its project base classes."""
+    """Top-level names imported anywhere (also inside functions, and through `tasks.extras.require`)
+    by the modules defining ``cls`` and its project base classes."""
     names = set()
     project = cls.__module__.split(".")[0]
     for klass in cls.__mro__:
@@ -61,7 +63,8 @@ def imported_packages(cls: type) -> set[str]:
 
 
 def _requires(node: ast.AST) -> bool:
-    """A ``require("<module>", ...)`` call: an optional import made through `tasks.extras.require`."""
+    """A ``require("<module>", ...)`` call: an optional import made through
+    `tasks.extras.require`."""
     if not isinstance(node, ast.Call) or not node.args:
         return False
     func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
@@ -69,8 +72,8 @@ def _requires(node: ast.AST) -> bool:
 
 
 def extras_needed(cls: type, extras: dict[str, set[str]]) -> list[str]:
-    """The extras whose distributions provide a package ``cls``'s code imports (``dev`` and other bundles
-    of extras left out)."""
+    """The extras whose distributions provide a package ``cls``'s code imports (``dev`` and other
+    bundles of extras left out)."""
     imported = {_normalise(n) for n in imported_packages(cls)}
     needed = set()
     for extra, dists in extras.items():
@@ -88,8 +91,9 @@ def rows() -> dict[str, list[tuple[str, ...]]]:
     extras, classes = extras_requirements(), found()
     table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
     for cls in classes["models"]:
-        table["models"].append((_path(cls), ",".join(sorted(cls.content_kinds)), " ".join(cls.tiny_checkpoints),
-                                _extras(cls, extras)))
+        table["models"].append(
+            (_path(cls), ",".join(sorted(cls.content_kinds)), " ".join(cls.tiny_checkpoints), _extras(cls, extras))
+        )
     for cls in classes["tasks"]:
         default = _default(cls, "answer_format")
         formats = "/".join(f"{f}*" if f == default else f for f in answers.FORMATS)
@@ -116,16 +120,19 @@ def _extras(cls: type, extras: dict[str, set[str]]) -> str:
     return ",".join(extras_needed(cls, extras)) or "-"
 
 
-HEADERS = {"models": ("class_path", "modalities", "tiny checkpoints", "extras"),
-           "tasks": ("class_path", "name", "modality", "answer formats (* default)", "extras"),
-           "sources": ("class_path", "modality", "extras")}
+HEADERS = {
+    "models": ("class_path", "modalities", "tiny checkpoints", "extras"),
+    "tasks": ("class_path", "name", "modality", "answer formats (* default)", "extras"),
+    "sources": ("class_path", "modality", "extras"),
+}
 #: Where a class of each section goes in a ``zoo fit`` configuration.
 CONFIG_KEYS = {"models": "model", "tasks": "data.init_args.tasks", "sources": "data.init_args.source"}
 Section = Literal["models", "tasks", "sources"]
 
 
 def list_catalog(section: Section | None = None) -> None:
-    """Every model, task and source of this install: what it is, the extras it needs, and how a config names it.
+    """Every model, task and source of this install: what it is, the extras it needs, and how a
+    config names it.
 
     Args:
         section: Print only this section.
@@ -134,8 +141,9 @@ def list_catalog(section: Section | None = None) -> None:
 
 
 def print_catalog(file=None, sections: list[str] | None = None) -> None:
-    """Print one aligned table per section (to stdout by default); under each row, the class's one-line
-    description and the configuration snippet that selects it (required arguments as ``<placeholders>``)."""
+    """Print one aligned table per section (to stdout by default); under each row, the class's
+    one-line description and the configuration snippet that selects it (required arguments as
+    ``<placeholders>``)."""
     file = file or sys.stdout
     classes = found()
     for section, body in rows().items():
@@ -159,8 +167,11 @@ def found() -> dict[str, list[type]]:
     from tasks.discovery import discover
     from zoo.policy import PolicyModule
 
-    return {"models": discover("zoo", PolicyModule), "tasks": discover("tasks", Task),
-            "sources": discover("datamodules", Source)}
+    return {
+        "models": discover("zoo", PolicyModule),
+        "tasks": discover("tasks", Task),
+        "sources": discover("datamodules", Source),
+    }
 
 
 def description(cls: type) -> str:
@@ -171,8 +182,8 @@ def description(cls: type) -> str:
 
 
 def snippet(cls: type) -> str:
-    """A one-line YAML value selecting ``cls``: its shortest import path, and its required arguments (a tiny
-    checkpoint for a model's ``pretrained``, else ``<name>`` placeholders)."""
+    """A one-line YAML value selecting ``cls``: its shortest import path, and its required arguments
+    (a tiny checkpoint for a model's ``pretrained``, else ``<name>`` placeholders)."""
     package = cls.__module__.split(".")[0]
     short = f"{package}.{cls.__name__}"
     path = short if getattr(importlib.import_module(package), cls.__name__, None) is cls else _path(cls)
@@ -187,5 +198,8 @@ def snippet(cls: type) -> str:
 def _required(cls: type) -> list[str]:
     """Parameters without a default of the first ``__init__`` along the MRO that declares any."""
     parameters = inspect.signature(cls.__init__).parameters.values()
-    return [p.name for p in parameters if p.name != "self" and p.default is p.empty
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return [
+        p.name
+        for p in parameters
+        if p.name != "self" and p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]

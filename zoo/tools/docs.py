@@ -1,5 +1,6 @@
-"""Docs pages kept true by the code: the settings tables in ``docs/*.md`` are generated from the signatures and
-``Args:`` docstrings that are also the ``--help`` text, so a setting is described once, in its docstring.
+"""Docs pages kept true by the code: the settings tables in ``docs/*.md`` are generated from the
+signatures and ``Args:`` docstrings that are also the ``--help`` text, so a setting is described
+once, in its docstring.
 
 A page marks each generated block::
 
@@ -7,9 +8,9 @@ A page marks each generated block::
     ...
     <!-- end generated -->
 
-``python -m zoo.tools.docs`` rewrites every block in place; ``--check`` lists the stale ones and exits 1 (a test
-runs it). Kinds: ``settings <class path>`` (the class's ``__init__`` arguments), ``levels`` (the pretext
-benchmark's task levels, `tasks.Task.levels`).
+``python -m zoo.tools.docs`` rewrites every block in place; ``--check`` lists the stale ones and
+exits 1 (a test runs it). Kinds: ``settings <class path>`` (the class's ``__init__`` arguments),
+``levels`` (the pretext benchmark's task levels, `tasks.Task.levels`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ _ARG = re.compile(r"^(?P<name>\*{0,2}\w+)(?: \([^)]*\))?: (?P<text>.*)$")
 
 
 def docstring_args(obj) -> dict[str, str]:
-    """The ``Args:`` entries of a Google-style docstring, name -> text on one line (RST ````x```` as ```x```)."""
+    """The ``Args:`` entries of a Google-style docstring, name -> text on one line (RST ````x```` as
+    ```x```)."""
     doc = inspect.cleandoc(obj.__doc__ or "")
     section = re.search(r"^Args:\n(?P<body>(?:[ \t]+.*\n?|\n)+)", doc, re.MULTILINE)
     if not section:
@@ -55,7 +57,8 @@ def _default(parameter: inspect.Parameter) -> str:
 
 
 def _import_path(value) -> str:
-    """``torch.optim.AdamW`` rather than ``torch.optim.adamw.AdamW``: the shortest module that exports it."""
+    """``torch.optim.AdamW`` rather than ``torch.optim.adamw.AdamW``: the shortest module that
+    exports it."""
     parts = value.__module__.split(".")
     for end in range(1, len(parts) + 1):
         module = ".".join(parts[:end])
@@ -65,7 +68,8 @@ def _import_path(value) -> str:
 
 
 def settings_table(cls: type) -> str:
-    """A Markdown table of ``cls.__init__``'s arguments: name, default, and the docstring's text for it."""
+    """A Markdown table of ``cls.__init__``'s arguments: name, default, and the docstring's text for
+    it."""
     described = docstring_args(cls)
     rows = ["| argument | default | meaning |", "|---|---|---|"]
     for name, parameter in inspect.signature(cls.__init__).parameters.items():
@@ -78,7 +82,8 @@ def settings_table(cls: type) -> str:
 
 
 def levels_table() -> str:
-    """A Markdown table of every task's difficulty levels and the constructor arguments each sets."""
+    """A Markdown table of every task's difficulty levels and the constructor arguments each
+    sets."""
     from datamodules.bench_export import levelled_tasks
 
     rows = ["| task | levels (constructor arguments; the others keep their defaults) |", "|---|---|"]
@@ -113,7 +118,8 @@ def pages(root: Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite the generated blocks of ``docs/*.md`` (``--check``: only list the stale pages; 1 if any)."""
+    """Rewrite the generated blocks of ``docs/*.md`` (``--check``: only list the stale pages; 1 if
+    any)."""
     parser = argparse.ArgumentParser(prog="python -m zoo.tools.docs", description=main.__doc__)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page is stale")
     options = parser.parse_args(argv)

@@ -1,5 +1,6 @@
-"""``zoo preview``: what the policy will see, drawn from a config's ``data`` section alone (no model is loaded):
-a PNG contact sheet with each example's media, prompt and answer, and the same text on stdout."""
+"""``zoo preview``: what the policy will see, drawn from a config's ``data`` section alone (no model
+is loaded): a PNG contact sheet with each example's media, prompt and answer, and the same text on
+stdout."""
 
 from __future__ import annotations
 
@@ -50,13 +51,14 @@ def _fit(image: Image.Image, width: int) -> Image.Image:
 
 
 def tile(item: Shown, number: int) -> Image.Image:
-    """One example: its panels flowed into rows, then the task, the wrapped prompt and the answer."""
+    """One example: its panels flowed into rows, then the task, the wrapped prompt and the
+    answer."""
     font, inner = label_font(), TILE_WIDTH - 2 * PAD
     line = FONT_SIZE + 4
     pictures = panels(item.example, item.item)
     if len(pictures) > MAX_PANELS:
         more = len(pictures) - MAX_PANELS + 1
-        pictures = pictures[:MAX_PANELS - 1] + [note(f"+{more} more", f"{more} more pictures not drawn")]
+        pictures = pictures[: MAX_PANELS - 1] + [note(f"+{more} more", f"{more} more pictures not drawn")]
     placed, x, y = [], PAD, PAD
     for panel in pictures:
         image = _fit(panel.image, inner)
@@ -81,12 +83,13 @@ def tile(item: Shown, number: int) -> Image.Image:
 
 
 def contact_sheet(items: list[Shown], columns: int = 4) -> Image.Image:
-    """Tiles of ``items`` in a grid of ``columns``, rows as tall as their tallest tile, grey gutters."""
+    """Tiles of ``items`` in a grid of ``columns``, rows as tall as their tallest tile, grey
+    gutters."""
     if not items:
         raise ValueError("nothing to draw: no examples")
     tiles = [tile(item, n) for n, item in enumerate(items)]
     columns = max(1, min(columns, len(tiles)))
-    rows = [tiles[r:r + columns] for r in range(0, len(tiles), columns)]
+    rows = [tiles[r : r + columns] for r in range(0, len(tiles), columns)]
     heights = [max(t.height for t in row) for row in rows]
     sheet = Image.new("RGB", (columns * (TILE_WIDTH + 2) + 2, sum(heights) + 2 * len(rows) + 2), (160, 160, 160))
     for r, row in enumerate(rows):
@@ -102,13 +105,16 @@ def describe(item: Shown, number: int) -> str:
 
 @contextmanager
 def _recording(tasks: list[Task]) -> Iterator[dict[int, tuple[Example, Any]]]:
-    """Remember the raw item of every example ``tasks`` make (keyed by the example's id) while open."""
+    """Remember the raw item of every example ``tasks`` make (keyed by the example's id) while
+    open."""
     made: dict[int, tuple[Example, Any]] = {}
     for task in tasks:
+
         def make(item, rng, original=task.make_example):
             example = original(item, rng)
             made[id(example)] = (example, item)
             return example
+
         task.make_example = make  # an instance attribute: the class's method is back once it is deleted
     try:
         yield made
@@ -118,9 +124,13 @@ def _recording(tasks: list[Task]) -> Iterator[dict[int, tuple[Example, Any]]]:
 
 
 def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
-    """The first ``n`` examples of ``split`` (``train``, ``val`` or ``test``), as a run's first epoch gets them."""
-    stage, loader = {"train": ("fit", "train_dataloader"), "val": ("validate", "val_dataloader"),
-                     "test": ("test", "test_dataloader")}[split]
+    """The first ``n`` examples of ``split`` (``train``, ``val`` or ``test``), as a run's first
+    epoch gets them."""
+    stage, loader = {
+        "train": ("fit", "train_dataloader"),
+        "val": ("validate", "val_dataloader"),
+        "test": ("test", "test_dataloader"),
+    }[split]
     datamodule.setup(stage)
     if hasattr(datamodule, "num_workers"):
         datamodule.num_workers = 0  # the same batches for any number of workers; items are recorded here
@@ -131,7 +141,7 @@ def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
     out: list[Shown] = []
     with _recording(list(by_name.values())) as made:
         for batch in loader:
-            for example in batch[:n - len(out)]:
+            for example in batch[: n - len(out)]:
                 task = by_name.get(example.task)
                 answer = task.answer_text(example) if task else json.dumps(example.answer, default=str)
                 out.append(Shown(example, answer, made.get(id(example), (None, None))[1]))
@@ -141,8 +151,8 @@ def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
 
 
 def parse_config(args: list[str]):
-    """A ``zoo fit`` configuration (``--config`` files and dotted overrides), parsed and checked; nothing is
-    built (no logger either, so its package need not be installed)."""
+    """A ``zoo fit`` configuration (``--config`` files and dotted overrides), parsed and checked;
+    nothing is built (no logger either, so its package need not be installed)."""
     from zoo.cli import ZooCLI, cli
 
     class ParseOnly(ZooCLI):
@@ -158,7 +168,8 @@ def parse_config(args: list[str]):
 
 
 def build_section(config, name: str, base: type, command: str = "preview"):
-    """The ``name`` section (``data``, ``model``) of a parsed configuration, instantiated as a ``base``."""
+    """The ``name`` section (``data``, ``model``) of a parsed configuration, instantiated as a
+    ``base``."""
     from jsonargparse import ArgumentParser
 
     parser = ArgumentParser()
@@ -173,23 +184,31 @@ def build_section(config, name: str, base: type, command: str = "preview"):
 
 
 def build_data(args: list[str]):
-    """The data module of a ``zoo fit`` configuration: the whole configuration is parsed and checked, only its
-    ``data`` section is instantiated."""
+    """The data module of a ``zoo fit`` configuration: the whole configuration is parsed and
+    checked, only its ``data`` section is instantiated."""
     from lightning import LightningDataModule
 
     return build_section(parse_config(args), "data", LightningDataModule)
 
 
-def preview(fit_args: list[str] | None = None, n: int = 16, out: str = "preview.png",
-            split: Literal["train", "val", "test"] = "train", seed: int | None = None, columns: int = 4) -> None:
-    """Draw the examples a configuration's run would train (or validate, or test) on into a PNG contact sheet.
+def preview(
+    fit_args: list[str] | None = None,
+    n: int = 16,
+    out: str = "preview.png",
+    split: Literal["train", "val", "test"] = "train",
+    seed: int | None = None,
+    columns: int = 4,
+) -> None:
+    """Draw the examples a configuration's run would train (or validate, or test) on into a PNG
+    contact sheet.
 
-    Only the ``data`` section of the configuration is built: no model is loaded, nothing is downloaded. Each
-    example's media, prompt and answer are drawn and printed, and skipped items are counted.
+    Only the ``data`` section of the configuration is built: no model is loaded, nothing is
+    downloaded. Each example's media, prompt and answer are drawn and printed, and skipped items are
+    counted.
 
     Args:
-        fit_args: Every other argument, read as by ``zoo fit``: ``--config`` (repeatable) and dotted overrides
-            such as ``--data.init_args.batch_size 4``.
+        fit_args: Every other argument, read as by ``zoo fit``: ``--config`` (repeatable) and dotted
+            overrides such as ``--data.init_args.batch_size 4``.
         n: Examples to draw.
         out: The PNG to write.
         split: The training examples of the first epoch, or the validation or test examples.

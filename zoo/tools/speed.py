@@ -1,9 +1,11 @@
-"""`zoo speed`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model, prompts and settings.
+"""`zoo speed`: GRPO steps of zoo and of TRL's `GRPOTrainer` side by side, on the same model,
+prompts and settings.
 
-Each framework runs in a subprocess of its own (clean peak memory, no shared caches), on the same rotation
-prompts built from the same synthetic images, with the same group size, completion length, learning rate,
-loss and precision. Reported per framework: median seconds per step after warm-up, completion tokens per
-second, peak memory; for zoo also the sample / score / train split; and the zoo/TRL speed ratio.
+Each framework runs in a subprocess of its own (clean peak memory, no shared caches), on the same
+rotation prompts built from the same synthetic images, with the same group size, completion length,
+learning rate, loss and precision. Reported per framework: median seconds per step after warm-up,
+completion tokens per second, peak memory; for zoo also the sample / score / train split; and the
+zoo/TRL speed ratio.
 """
 
 from __future__ import annotations
@@ -65,8 +67,11 @@ def _task():
 def _source(settings: Settings):
     from datamodules import SyntheticScenes
 
-    return SyntheticScenes(size=settings.prompts * (settings.steps + settings.warmup) + 8,
-                           image_size=settings.image_size, seed=settings.seed)
+    return SyntheticScenes(
+        size=settings.prompts * (settings.steps + settings.warmup) + 8,
+        image_size=settings.image_size,
+        seed=settings.seed,
+    )
 
 
 def _peak_memory_gib(device: torch.device) -> float:
@@ -91,24 +96,44 @@ def run_zoo(settings: Settings) -> dict:
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             rollout, metrics = outputs["rollout"], outputs["metrics"]
-            self.steps.append({"s": time.perf_counter() - self.start,
-                               "tokens": int(rollout.completion_mask.sum()),
-                               **{k.split("/")[1]: metrics[k] for k in ("perf/sample_s", "perf/score_s",
-                                                                         "perf/train_s")}})
+            self.steps.append(
+                {
+                    "s": time.perf_counter() - self.start,
+                    "tokens": int(rollout.completion_mask.sum()),
+                    **{k.split("/")[1]: metrics[k] for k in ("perf/sample_s", "perf/score_s", "perf/train_s")},
+                }
+            )
 
     seed_everything(settings.seed)
     accelerator = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = QwenVLPolicy(settings.model, dtype=settings.dtype, share_prefix=settings.share_prefix,
-                          cache_implementation=settings.cache_implementation,
-                          optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr))
-    data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0,
-                             seed=settings.seed)
+    policy = QwenVLPolicy(
+        settings.model,
+        dtype=settings.dtype,
+        share_prefix=settings.share_prefix,
+        cache_implementation=settings.cache_implementation,
+        optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr),
+    )
+    data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0, seed=settings.seed)
     clock = Clock()
-    strategy = GRPOStrategy(num_generations=settings.generations, max_new_tokens=settings.max_new_tokens,
-                            loss_type="dapo", beta=0.0, device=accelerator)
-    trainer = Trainer(max_steps=settings.steps + settings.warmup, strategy=strategy, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                      callbacks=[clock], limit_val_batches=0, accelerator=accelerator, devices=1)
+    strategy = GRPOStrategy(
+        num_generations=settings.generations,
+        max_new_tokens=settings.max_new_tokens,
+        loss_type="dapo",
+        beta=0.0,
+        device=accelerator,
+    )
+    trainer = Trainer(
+        max_steps=settings.steps + settings.warmup,
+        strategy=strategy,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
+        limit_val_batches=0,
+        accelerator=accelerator,
+        devices=1,
+    )
     trainer.fit(policy, data)
     return {"steps": clock.steps, "peak_gib": _peak_memory_gib(strategy.root_device)}
 
@@ -121,10 +146,15 @@ def _trl_dataset(settings: Settings):
     for i in range(settings.prompts * (settings.steps + settings.warmup)):
         example = task.make_example(source[i], random.Random(settings.seed * 100_003 + i))
         content = example.messages[0]["content"]
-        rows.append({"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text",
-                                                                                 "text": content[-1]["text"]}]}],
-                     "image": next(p["image"] for p in content if p["type"] == "image"),
-                     "answer": example.answer})
+        rows.append(
+            {
+                "prompt": [
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": content[-1]["text"]}]}
+                ],
+                "image": next(p["image"] for p in content if p["type"] == "image"),
+                "answer": example.answer,
+            }
+        )
     return Dataset.from_list(rows)
 
 
@@ -152,16 +182,32 @@ def run_trl(settings: Settings) -> dict:
 
     path = tiny.resolve(settings.model)
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
-    config = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
-                        per_device_train_batch_size=settings.prompts * settings.generations,
-                        num_generations=settings.generations,
-                        max_completion_length=settings.max_new_tokens, max_steps=settings.steps + settings.warmup,
-                        learning_rate=settings.lr, loss_type="dapo", beta=0.0, logging_steps=1, report_to=[],
-                        save_strategy="no", seed=settings.seed, use_cpu=not torch.cuda.is_available(),
-                        bf16=settings.dtype == "bfloat16", shuffle_dataset=False)
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
+        per_device_train_batch_size=settings.prompts * settings.generations,
+        num_generations=settings.generations,
+        max_completion_length=settings.max_new_tokens,
+        max_steps=settings.steps + settings.warmup,
+        learning_rate=settings.lr,
+        loss_type="dapo",
+        beta=0.0,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=settings.seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=settings.dtype == "bfloat16",
+        shuffle_dataset=False,
+    )
     clock = Clock()
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=_trl_dataset(settings),
-                          processing_class=AutoProcessor.from_pretrained(path), callbacks=[clock])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=_trl_dataset(settings),
+        processing_class=AutoProcessor.from_pretrained(path),
+        callbacks=[clock],
+    )
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
     for step, entry in zip(clock.steps, logs, strict=True):
@@ -176,9 +222,12 @@ def summarise(result: dict, warmup: int) -> dict:
     """Medians over the steps after ``warmup``."""
     steps = result["steps"][warmup:]
     seconds = statistics.median(step["s"] for step in steps)
-    out = {"s_per_step": seconds, "completion_tokens_per_s": statistics.median(step["tokens"] / step["s"]
-                                                                               for step in steps),
-           "peak_gib": result["peak_gib"], "steps_timed": len(steps)}
+    out = {
+        "s_per_step": seconds,
+        "completion_tokens_per_s": statistics.median(step["tokens"] / step["s"] for step in steps),
+        "peak_gib": result["peak_gib"],
+        "steps_timed": len(steps),
+    }
     for phase in ("sample_s", "score_s", "train_s"):
         if phase in steps[0]:
             out[phase] = statistics.median(step[phase] for step in steps)
@@ -200,10 +249,11 @@ def table(summaries: dict[str, dict]) -> str:
 
 @dataclass
 class Speed(Settings):
-    """GRPO steps of zoo and of TRL's GRPOTrainer side by side, on the same model, prompts and settings.
+    """GRPO steps of zoo and of TRL's GRPOTrainer side by side, on the same model, prompts and
+    settings.
 
-    Each framework runs in a subprocess of its own; the table gives the median seconds per step after the
-    warm-up, completion tokens per second, peak memory and the zoo/TRL speed ratio.
+    Each framework runs in a subprocess of its own; the table gives the median seconds per step
+    after the warm-up, completion tokens per second, peak memory and the zoo/TRL speed ratio.
 
     Args:
         frameworks: The frameworks to run, in order: ``zoo``, ``trl`` (the ``bench`` extra).

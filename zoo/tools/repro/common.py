@@ -1,6 +1,7 @@
-"""The shared runner of the small-scale reproductions: one arm = one GRPO run of a tiny random-init Qwen2.5-VL
-through the library itself (`datamodules.PretextDataModule`, a task, `zoo.grpo.GRPOStrategy`, Lightning's
-Trainer), with greedy held-out evaluations before and after training, and a plain-text table of the rows.
+"""The shared runner of the small-scale reproductions: one arm = one GRPO run of a tiny random-init
+Qwen2.5-VL through the library itself (`datamodules.PretextDataModule`, a task,
+`zoo.grpo.GRPOStrategy`, Lightning's Trainer), with greedy held-out evaluations before and after
+training, and a plain-text table of the rows.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from tasks import Task
 
 MODEL = "tiny:qwen2_5_vl"
 #: Training metrics kept per step (besides every ``train/reward/<task>/<part>``).
-TRAIN_KEYS = ("train/reward", "train/grpo/frac_zero_std", "train/grpo/kl", "train/grpo/entropy",
-              "train/dynamic/rounds", "train/dynamic/groups_drawn", "train/dynamic/groups_kept",
-              "train/dynamic/cap_hit")
+TRAIN_KEYS = (
+    "train/reward",
+    "train/grpo/frac_zero_std",
+    "train/grpo/kl",
+    "train/grpo/entropy",
+    "train/dynamic/rounds",
+    "train/dynamic/groups_drawn",
+    "train/dynamic/groups_kept",
+    "train/dynamic/cap_hit",
+)
 
 
 @dataclass
@@ -33,13 +41,15 @@ class Arm:
         name: Row label.
         task: What GRPO trains on.
         source: Raw items; its last ``val_size`` items are held out (training never sees them).
-        evals: Held-out sets, by name: each task is applied to the held-out items, greedy, one new token.
+        evals: Held-out sets, by name: each task is applied to the held-out items, greedy, one new
+            token.
         lr: AdamW learning rate (betas 0.9, 0.99; no weight decay).
         beta: KL coefficient against the initial policy (k3).
         entropy_coef: Token-entropy bonus.
         prompts: Prompts per step (B); each is sampled G=8 times.
         settings: Extra columns for the JSON rows (what the task and images are).
-        grpo: Further `zoo.grpo.GRPOStrategy` settings (e.g. ``refill_rounds``), also recorded in the row.
+        grpo: Further `zoo.grpo.GRPOStrategy` settings (e.g. ``refill_rounds``), also recorded in
+            the row.
     """
 
     name: str
@@ -55,8 +65,8 @@ class Arm:
 
 
 class Recorder(Callback):
-    """Keeps each training step's metrics and the reward parts of every held-out completion; prints the
-    mean reward and share of zero-variance groups of the last ``every`` steps."""
+    """Keeps each training step's metrics and the reward parts of every held-out completion; prints
+    the mean reward and share of zero-variance groups of the last ``every`` steps."""
 
     def __init__(self, name: str, every: int = 50):
         self.name, self.every = name, every
@@ -66,12 +76,14 @@ class Recorder(Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         metrics = outputs["metrics"]
         self.steps.append({k: v for k, v in metrics.items() if k in TRAIN_KEYS or k.startswith("train/reward/")})
-        last = [s for s in self.steps[-self.every:] if "train/reward" in s]  # SFT steps have no reward
+        last = [s for s in self.steps[-self.every :] if "train/reward" in s]  # SFT steps have no reward
         if len(self.steps) % self.every == 0 and last:
             reward = sum(s["train/reward"] for s in last) / len(last)
             zero = sum(s["train/grpo/frac_zero_std"] for s in last) / len(last)
-            print(f"[repro] {self.name} step {len(self.steps)}: reward {reward:.3f}, zero-variance groups {zero:.2f}",
-                  flush=True)
+            print(
+                f"[repro] {self.name} step {len(self.steps)}: reward {reward:.3f}, zero-variance groups {zero:.2f}",
+                flush=True,
+            )
 
     def on_validation_batch_end(self, trainer, module, outputs, batch, batch_idx, dataloader_idx=0):
         for reward in outputs["rewards"]:
@@ -87,7 +99,8 @@ def window(steps: list[dict], key: str, first: bool) -> float | None:
 
 
 def evaluate(trainer: Trainer, policy, recorder: Recorder, arm: Arm, seed: int, val_size: int) -> dict:
-    """Mean reward parts of greedy completions on each of ``arm.evals`` (the same held-out items for all)."""
+    """Mean reward parts of greedy completions on each of ``arm.evals`` (the same held-out items for
+    all)."""
     out = {}
     for name, task in arm.evals.items():
         recorder.val.clear()
@@ -98,22 +111,34 @@ def evaluate(trainer: Trainer, policy, recorder: Recorder, arm: Arm, seed: int, 
 
 
 def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8) -> dict:
-    """Train ``arm`` for ``steps`` GRPO steps (B=``arm.prompts`` x G=``group``, one new token) from the tiny
-    checkpoint; return its row: settings, training windows, held-out scores before and after, wall time."""
+    """Train ``arm`` for ``steps`` GRPO steps (B=``arm.prompts`` x G=``group``, one new token) from
+    the tiny checkpoint; return its row: settings, training windows, held-out scores before and
+    after, wall time."""
     from zoo import GRPOStrategy, QwenVLPolicy
 
     seed_everything(seed, verbose=False)
     start, cpu = time.perf_counter(), time.process_time()
     lr = arm.lr
-    policy = QwenVLPolicy(MODEL, optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99),
-                                                                             weight_decay=0.0))
+    policy = QwenVLPolicy(
+        MODEL, optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+    )
     data = PretextDataModule(arm.source, arm.task, batch_size=arm.prompts, val_size=val_size, seed=seed)
     recorder = Recorder(arm.name)
-    strategy = GRPOStrategy(num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef,
-                            **arm.grpo)
-    trainer = Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, callbacks=[recorder],
-                      num_sanity_val_steps=0, check_val_every_n_epoch=None, val_check_interval=steps + 1)
+    strategy = GRPOStrategy(
+        num_generations=group, max_new_tokens=1, beta=arm.beta, entropy_coef=arm.entropy_coef, **arm.grpo
+    )
+    trainer = Trainer(
+        max_steps=steps,
+        strategy=strategy,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[recorder],
+        num_sanity_val_steps=0,
+        check_val_every_n_epoch=None,
+        val_check_interval=steps + 1,
+    )
     before = evaluate(trainer, policy, recorder, arm, seed, val_size)
     fit = time.perf_counter()
     if steps:
@@ -124,10 +149,24 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
     for key in sorted({k for s in recorder.steps for k in s}):
         short = key.replace("train/reward/", "").replace("train/grpo/", "").replace("train/", "")
         train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
-    return {"arm": arm.name, "seed": seed, "steps": steps, "lr": arm.lr, "beta": arm.beta,
-            "entropy_coef": arm.entropy_coef, "B": arm.prompts, "G": group, **arm.settings, **arm.grpo,
-            "train": train, "before": before, "after": after, "fit_s": fit, "wall_s": time.perf_counter() - start,
-            "cpu_s": time.process_time() - cpu}
+    return {
+        "arm": arm.name,
+        "seed": seed,
+        "steps": steps,
+        "lr": arm.lr,
+        "beta": arm.beta,
+        "entropy_coef": arm.entropy_coef,
+        "B": arm.prompts,
+        "G": group,
+        **arm.settings,
+        **arm.grpo,
+        "train": train,
+        "before": before,
+        "after": after,
+        "fit_s": fit,
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 def _pair(values, digits: int = 2) -> str:
@@ -139,8 +178,15 @@ def _pair(values, digits: int = 2) -> str:
 def table(rows: list[dict], train_keys: list[str], eval_parts: list[tuple[str, str]]) -> str:
     """A Markdown table: arm, seed, steps, training ``train_keys`` (first -> last window), held-out
     ``(set, part)`` before -> after, wall and CPU seconds (all threads)."""
-    head = ["arm", "seed", "steps", *[f"train {k}" for k in train_keys],
-            *[f"held-out {s} {p}" for s, p in eval_parts], "wall s", "CPU s"]
+    head = [
+        "arm",
+        "seed",
+        "steps",
+        *[f"train {k}" for k in train_keys],
+        *[f"held-out {s} {p}" for s, p in eval_parts],
+        "wall s",
+        "CPU s",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["arm"], str(row["seed"]), str(row["steps"])]
@@ -172,24 +218,29 @@ def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, d
 
 
 def chosen_arms(arms: list, names: list[str] | None) -> list:
-    """The arms named in ``names`` (None: all); a name no arm has is a ValueError, not an empty run."""
+    """The arms named in ``names`` (None: all); a name no arm has is a ValueError, not an empty
+    run."""
     unknown = sorted(set(names or ()) - {arm.name for arm in arms})
     if unknown:
-        raise ValueError(f"no arm named {unknown} in this claim; its arms: {[arm.name for arm in arms]} (a name "
-                         "with a comma needs JSON: --arms '[\"a, b\"]')")
+        raise ValueError(
+            f"no arm named {unknown} in this claim; its arms: {[arm.name for arm in arms]} (a name "
+            "with a comma needs JSON: --arms '[\"a, b\"]')"
+        )
     return [arm for arm in arms if not names or arm.name in names]
 
 
-def run_claim(args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str],
-              eval_parts: list[tuple[str, str]]) -> dict:
-    """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the verdict
-    (``held`` is None when the rows cannot decide it); write ``--json``."""
+def run_claim(
+    args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str], eval_parts: list[tuple[str, str]]
+) -> dict:
+    """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the
+    verdict (``held`` is None when the rows cannot decide it); write ``--json``."""
     torch.set_num_threads(args.threads)
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
     else:
-        rows = [run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds
-                for arm in chosen_arms(arms, args.arms)]
+        rows = [
+            run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen_arms(arms, args.arms)
+        ]
     held, note = verdict(rows)
     print(f"claim: {claim}")
     print(table(rows, train_keys, eval_parts))

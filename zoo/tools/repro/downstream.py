@@ -1,6 +1,7 @@
-"""Held-out downstream scores for the transfer claims: greedy one-letter answers of a policy to the test split of
-`datamodules.SyntheticQuestions` (spatial relations, counting, relative depth, temporal order), which no
-training stream draws from, per kind; and a callback that records them during training (the curves)."""
+"""Held-out downstream scores for the transfer claims: greedy one-letter answers of a policy to the
+test split of `datamodules.SyntheticQuestions` (spatial relations, counting, relative depth,
+temporal order), which no training stream draws from, per kind; and a callback that records them
+during training (the curves)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ EVAL_BATCH = 16
 
 
 def corpus(split: str = "train", size: int = 10**6, seed: int = 0):
-    """The perception questions (`datamodules.SyntheticQuestions`) of ``split``, every kind in turn."""
+    """The perception questions (`datamodules.SyntheticQuestions`) of ``split``, every kind in
+    turn."""
     from datamodules import SyntheticQuestions
 
     return SyntheticQuestions(split=split, size=size, seed=seed)
 
 
 def question_task():
-    """How the corpus and the downstream benchmarks are asked: options in stored order, one bare letter."""
+    """How the corpus and the downstream benchmarks are asked: options in stored order, one bare
+    letter."""
     from tasks import MultipleChoice
 
     return MultipleChoice(labels="letters", shuffle_choices=False, answer_format="bare")
@@ -43,23 +46,26 @@ def benchmark(kind: str, size: int) -> tuple:
 
 @torch.no_grad()
 def downstream_scores(policy, size: int = 64, kinds: tuple[str, ...] = QUESTION_KINDS) -> dict[str, float]:
-    """Greedy accuracy of ``policy`` on ``size`` held-out questions of each kind, and their ``mean``."""
+    """Greedy accuracy of ``policy`` on ``size`` held-out questions of each kind, and their
+    ``mean``."""
     task, scores = question_task(), {}
     for kind in kinds:
         examples, correct = benchmark(kind, size), 0.0
         for start in range(0, size, EVAL_BATCH):
-            batch = list(examples[start:start + EVAL_BATCH])
+            batch = list(examples[start : start + EVAL_BATCH])
             rollout = policy.sample(batch, 1, max_new_tokens=1, greedy=True)
-            correct += sum(task.verify(ex, text).parts["accuracy"]
-                           for ex, text in zip(batch, rollout.completions, strict=True))
+            correct += sum(
+                task.verify(ex, text).parts["accuracy"] for ex, text in zip(batch, rollout.completions, strict=True)
+            )
         scores[kind] = correct / size
     scores["mean"] = sum(scores[k] for k in kinds) / len(kinds)
     return scores
 
 
 class DownstreamProbe(Callback):
-    """Records `downstream_scores` every ``every`` training steps (and at step 0): ``curve`` is a list of
-    ``(step, scores)``. Evaluation only reads the policy; the training batches and the updates are unchanged."""
+    """Records `downstream_scores` every ``every`` training steps (and at step 0): ``curve`` is a
+    list of ``(step, scores)``. Evaluation only reads the policy; the training batches and the
+    updates are unchanged."""
 
     def __init__(self, every: int, size: int = 64):
         self.every, self.size, self.batches = every, size, 0

@@ -1,8 +1,10 @@
-"""The runner of the transfer claims: one arm = the pretrained perception base (`zoo.tools.perception_base`) trained in
-stages through the library (GRPO stages: `datamodules.PretextDataModule` + a pretext task + `zoo.grpo.GRPOStrategy`;
-SFT stages: the base corpus or a pretext task's demonstrations + `zoo.sft.SFTStrategy`; Lightning's Trainer), with
-the held-out downstream benchmarks (`zoo.tools.repro.downstream`) recorded before, during and after, and optional
-held-out pretext sets. Also the seed statistics, the table and the plot the claims print."""
+"""The runner of the transfer claims: one arm = the pretrained perception base
+(`zoo.tools.perception_base`) trained in stages through the library (GRPO stages:
+`datamodules.PretextDataModule` + a pretext task + `zoo.grpo.GRPOStrategy`; SFT stages: the base
+corpus or a pretext task's demonstrations + `zoo.sft.SFTStrategy`; Lightning's Trainer), with the
+held-out downstream benchmarks (`zoo.tools.repro.downstream`) recorded before, during and after, and
+optional held-out pretext sets. Also the seed statistics, the table and the plot the claims
+print."""
 
 from __future__ import annotations
 
@@ -33,10 +35,12 @@ class Stage:
     """One training stage of an arm.
 
     Args:
-        method: ``grpo`` on ``task`` (B=``prompts`` x G=8, one new token), or ``sft`` on the demonstrations of
-            ``task`` (``None``: the base's own perception corpus, the continued-SFT control).
-        steps: Optimizer steps, as a multiple of the claim's ``--steps``: an SFT stage given ``prompts * G /
-            16`` times a GRPO stage's steps trains on as many sequences (the equal-compute control).
+        method: ``grpo`` on ``task`` (B=``prompts`` x G=8, one new token), or ``sft`` on the
+            demonstrations of ``task`` (``None``: the base's own perception corpus, the
+            continued-SFT control).
+        steps: Optimizer steps, as a multiple of the claim's ``--steps``: an SFT stage given
+            ``prompts * G / 16`` times a GRPO stage's steps trains on as many sequences (the
+            equal-compute control).
         task: The pretext task (``None`` only for the corpus).
         source: Its raw items (one per modality for a mix); its last items are held out.
         lr: AdamW learning rate (betas 0.9, 0.99, no weight decay, clip 1.0).
@@ -57,12 +61,14 @@ class Stage:
 
 @dataclass
 class TransferArm:
-    """An arm of a transfer claim: stages run in order from ``pretrained`` (none: the base as it is).
+    """An arm of a transfer claim: stages run in order from ``pretrained`` (none: the base as it
+    is).
 
     Args:
         name: Row label.
         stages: What it trains on.
-        evals: Held-out pretext sets, by name: ``(task, source)``, greedy, on the source's last items.
+        evals: Held-out pretext sets, by name: ``(task, source)``, greedy, on the source's last
+            items.
         pretrained: Where it starts.
     """
 
@@ -73,8 +79,9 @@ class TransferArm:
 
 
 def pretext_scores(policy, evals: dict[str, tuple[Task, Source]], size: int, seed: int) -> dict[str, dict]:
-    """Mean reward parts of greedy one-letter completions on the last ``size`` items of each eval source, and
-    ``majority``: the share of the commonest completion (1.0 when the policy gives one answer to every item)."""
+    """Mean reward parts of greedy one-letter completions on the last ``size`` items of each eval
+    source, and ``majority``: the share of the commonest completion (1.0 when the policy gives one
+    answer to every item)."""
     out = {}
     for name, (task, source) in evals.items():
         data = PretextDataModule(source, task, batch_size=16, val_size=size, seed=seed)
@@ -96,11 +103,22 @@ def _trainer(stage: Stage, steps: int, callbacks: list) -> Trainer:
     from zoo import GRPOStrategy
     from zoo.sft import SFTStrategy
 
-    strategy = (GRPOStrategy(num_generations=GROUP, max_new_tokens=1, entropy_coef=stage.entropy_coef, beta=stage.beta)
-                if stage.method == "grpo" else SFTStrategy(max_new_tokens=1))
-    return Trainer(max_steps=steps, strategy=strategy, logger=False, enable_checkpointing=False,
-                   enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
-                   num_sanity_val_steps=0, limit_val_batches=0)
+    strategy = (
+        GRPOStrategy(num_generations=GROUP, max_new_tokens=1, entropy_coef=stage.entropy_coef, beta=stage.beta)
+        if stage.method == "grpo"
+        else SFTStrategy(max_new_tokens=1)
+    )
+    return Trainer(
+        max_steps=steps,
+        strategy=strategy,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
 
 
 def _data(stage: Stage, seed: int) -> PretextDataModule:
@@ -120,8 +138,8 @@ def run_stage(policy, stage: Stage, steps: int, seed: int, probe: DownstreamProb
 
 
 def run_transfer_arm(arm: TransferArm, seed: int, steps: int, probe_every: int, size: int = 64) -> dict:
-    """Run ``arm`` (``steps`` = the claim's step unit) for one seed; its row: downstream and pretext scores
-    before and after, the downstream curve, training windows, wall and CPU seconds."""
+    """Run ``arm`` (``steps`` = the claim's step unit) for one seed; its row: downstream and pretext
+    scores before and after, the downstream curve, training windows, wall and CPU seconds."""
     from zoo import QwenVLPolicy
 
     # the tool builds the base it starts from when it is missing (a policy's loading never trains)
@@ -138,19 +156,32 @@ def run_transfer_arm(arm: TransferArm, seed: int, steps: int, probe_every: int, 
         run_stage(policy, stage, max(1, round(stage.steps * steps)), seed, probe, recorder)
         curve += [(done + s, scores) for s, scores in probe.curve[1:]]
         done = curve[-1][0]
-    after = {"downstream": downstream_scores(policy, size), **pretext_scores(policy, arm.evals, size, seed)} \
-        if arm.stages else before
+    after = (
+        {"downstream": downstream_scores(policy, size), **pretext_scores(policy, arm.evals, size, seed)}
+        if arm.stages
+        else before
+    )
     train = {}
     for key in sorted({k for s in recorder.steps for k in s}):
         short = key.replace("train/reward/", "").replace("train/grpo/", "").replace("train/", "")
         train[short] = [window(recorder.steps, key, True), window(recorder.steps, key, False)]
-    return {"arm": arm.name, "seed": seed, "steps": done, "stages": [(s.method, s.steps) for s in arm.stages],
-            "before": before, "after": after, "curve": curve, "train": train,
-            "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+    return {
+        "arm": arm.name,
+        "seed": seed,
+        "steps": done,
+        "stages": [(s.method, s.steps) for s in arm.stages],
+        "before": before,
+        "after": after,
+        "curve": curve,
+        "train": train,
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 def seed_stats(rows: list[dict], arm: str, key=lambda r: r["after"]["downstream"]["mean"]) -> tuple[float, float, int]:
-    """``(mean, sample standard deviation, seeds)`` of ``key`` over the rows of ``arm`` (spread 0 for one seed)."""
+    """``(mean, sample standard deviation, seeds)`` of ``key`` over the rows of ``arm`` (spread 0
+    for one seed)."""
     values = [key(r) for r in rows if r["arm"] == arm]
     if not values:
         return float("nan"), float("nan"), 0
@@ -158,8 +189,8 @@ def seed_stats(rows: list[dict], arm: str, key=lambda r: r["after"]["downstream"
 
 
 def summary_table(rows: list[dict], columns: list[tuple[str, object]]) -> str:
-    """A Markdown table of each arm's ``mean ± sd`` over seeds for each ``(label, key)`` column, with the median
-    CPU minutes of its seeds."""
+    """A Markdown table of each arm's ``mean ± sd`` over seeds for each ``(label, key)`` column,
+    with the median CPU minutes of its seeds."""
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     head = ["arm", "seeds", *[label for label, _ in columns], "CPU min (median)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -174,8 +205,8 @@ def summary_table(rows: list[dict], columns: list[tuple[str, object]]) -> str:
 
 
 def plot_curves(rows: list[dict], path: str, title: str) -> None:
-    """Held-out downstream mean accuracy against training steps, one line per arm (the mean over seeds at each
-    recorded step, the band its min-max), written as a PNG to ``path``."""
+    """Held-out downstream mean accuracy against training steps, one line per arm (the mean over
+    seeds at each recorded step, the band its min-max), written as a PNG to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,11 +230,12 @@ def plot_curves(rows: list[dict], path: str, title: str) -> None:
 
 @dataclass
 class TransferOptions(Options):
-    """`zoo.tools.repro.common.Options` of the transfer claims: three seeds, smaller held-out sets, one thread,
-    and the downstream curve.
+    """`zoo.tools.repro.common.Options` of the transfer claims: three seeds, smaller held-out sets,
+    one thread, and the downstream curve.
 
     Args:
-        probe_every: Steps between downstream evaluations during training (the curve); 0: before and after only.
+        probe_every: Steps between downstream evaluations during training (the curve); 0: before and
+            after only.
         plot: Also write the downstream accuracy curves to this PNG.
     """
 
@@ -214,10 +246,11 @@ class TransferOptions(Options):
     plot: str | None = None
 
 
-def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: str, verdict,
-                       columns: list[tuple[str, object]]) -> dict:
-    """Run every arm for every seed (or read ``--merge`` files), print the claim, the per-seed rows, the
-    summary over seeds and the verdict; write ``--json`` and ``--plot``."""
+def run_transfer_claim(
+    args: TransferOptions, arms: list[TransferArm], claim: str, verdict, columns: list[tuple[str, object]]
+) -> dict:
+    """Run every arm for every seed (or read ``--merge`` files), print the claim, the per-seed rows,
+    the summary over seeds and the verdict; write ``--json`` and ``--plot``."""
     import json
     from pathlib import Path
 
@@ -225,8 +258,11 @@ def run_transfer_claim(args: TransferOptions, arms: list[TransferArm], claim: st
     if args.merge:
         rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
     else:
-        rows = [run_transfer_arm(arm, seed, args.steps, args.probe_every, args.val_size)
-                for seed in args.seeds for arm in chosen_arms(arms, args.arms)]
+        rows = [
+            run_transfer_arm(arm, seed, args.steps, args.probe_every, args.val_size)
+            for seed in args.seeds
+            for arm in chosen_arms(arms, args.arms)
+        ]
     held, note = verdict(rows)
     print(f"claim: {claim}")
     for r in rows:
