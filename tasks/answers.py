@@ -117,6 +117,12 @@ def _extract_boxed(completion: str, think: bool) -> str | None:
     return None
 
 
+def canonical_text(answer: str) -> str:
+    """An answer's text less what never tells two answers apart: case, spaces, brackets and a final
+    full stop (``(B).`` is ``b``). The ballot of a task that parses its answers no further."""
+    return re.sub(r"[\s()\[\]{}]", "", answer).rstrip(".").casefold()
+
+
 def parse_int(answer: str) -> int | None:
     """A lone integer, optionally signed; anything else is None."""
     match = re.fullmatch(r"\s*([+-]?\d{1,9})\s*", answer)

@@ -11,6 +11,7 @@ import logging
 import random
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -171,9 +172,9 @@ class SelfReward(ABC):
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
-    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in
-    ``parts`` (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`,
-    `answer_text` and `score`.
+    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in ``parts``
+    (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
+    One whose answers parse into values (numbers, orders, boxes) returns them from `parse_answer`.
 
     Args:
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
@@ -281,6 +282,27 @@ class Task(ABC):
             return self.self_reward.rewards(self, examples, completions)
         pairs = zip(examples, completions, strict=True)
         return [[self.verify(example, text) for text in group] for example, group in pairs]
+
+    def canonical_answer(self, example: Example, completion: str) -> Hashable | None:
+        """The answer ``completion`` states, in a canonical form: equal for two completions exactly
+        when the task reads the same answer in them (`tasks.Rotation` reads ``90``, ``90 degrees``
+        and ``90°`` as one angle), so self-rewards count answers, not spellings (their ballots).
+        None when it states no valid answer (it then earns no format reward). Never raises."""
+        answer, _ = answers.extract(completion, self.answer_format, self.think)
+        if answer is None:
+            return None
+        try:
+            return self.parse_answer(example, answer)
+        except Exception:  # like a scoring error: no ballot, never a dead training run
+            log.exception("%s.parse_answer failed on answer %r", type(self).__name__, answer[:200])
+            return None
+
+    def parse_answer(self, example: Example, answer: str) -> Hashable | None:
+        """The value of a non-empty extracted answer as `canonical_answer` gives it; None when
+        `score` finds no valid answer in it. By default its `answers.canonical_text` (what is left
+        of a letter or a word); a task that parses answers into numbers, orders or boxes returns
+        those, read by the same parser as its `score`."""
+        return None if self.score(example, answer) is None else answers.canonical_text(answer)
 
     def render_answer(self, example: Example) -> str:
         """The completion a perfect policy writes."""
@@ -390,6 +412,11 @@ class OrderTask(Task):
         """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for
         anything else."""
         return answers.parse_order(answer, k, self.style, self.strict_letters)
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[int, ...] | None:
+        """The order as a tuple of labels (``3, 1, 2``, ``3 1 2`` and ``312`` are one order)."""
+        order = self.parse(answer, len(example.answer))
+        return None if order is None else tuple(order)
 
     def graded(self, pred: list[int], example: Example) -> dict[str, float]:
         """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its

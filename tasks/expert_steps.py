@@ -85,10 +85,15 @@ class ExpertSteps(Task):
         return str(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        label = answers.parse_int(answer)
-        if label is None or not 1 <= label <= example.meta["pieces"]:
+        label = self.parse_answer(example, answer)
+        if label is None:
             return None
         return {"accuracy": similarity(str(label), str(example.answer)), "exact": float(label == example.answer)}
+
+    def parse_answer(self, example: Example, answer: str) -> int | None:
+        """The step's label, one of ``1..K`` (``3``, ``+3`` and ``03`` are one label)."""
+        label = answers.parse_int(answer)
+        return label if label is not None and 1 <= label <= example.meta["pieces"] else None
 
     def total(self, parts: dict[str, float]) -> float:
         return super().total(parts) - self.format_penalty * (1.0 - parts["format"])

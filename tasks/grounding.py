@@ -145,6 +145,11 @@ class BoxTask(IoUTask):
         box = self.region(example, answer)
         return None if box is None else self.graded(box_iou(box, example.answer))
 
+    def parse_answer(self, example: Example, answer: str) -> tuple[float, ...] | None:
+        """The box `region` reads (``[1, 2, 3, 4]`` and ``(1.0,2.0),(3.0,4.0)`` are one box)."""
+        box = self.region(example, answer)
+        return None if box is None else tuple(box)
+
     def region(self, example: Example, answer: str | None) -> list[float] | None:
         """The answered box, or None for an invalid answer or a box leaving the image (what
         `tasks.RegionConsistency` votes with)."""

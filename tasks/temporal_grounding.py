@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tasks.answers import interval_scores
+from tasks.answers import interval_scores, parse_interval
 from tasks.base import Example, SkipItem, Video
 from tasks.grounding import IoUTask
 from tasks.video.common import even_frames, video_part
@@ -68,3 +68,7 @@ class TemporalGrounding(IoUTask):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         scores = interval_scores(answer, example.answer)
         return None if scores is None else self.graded(scores["accuracy"])
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[float, float] | None:
+        """The interval in seconds (``1.5-3`` and ``1.50 - 3.0`` are one interval)."""
+        return parse_interval(answer)

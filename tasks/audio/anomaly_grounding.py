@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tasks.answers import interval_scores, interval_text
+from tasks.answers import interval_scores, interval_text, parse_interval
 from tasks.audio.common import Audio, audio_part, resample, waveform_of
 from tasks.base import Example, Task, check_subset
 
@@ -122,3 +122,7 @@ class AudioAnomalyGrounding(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         return interval_scores(answer, example.answer)
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[float, float] | None:
+        """The interval in seconds (``1.5-3`` and ``1.50 - 3.0`` are one interval)."""
+        return parse_interval(answer)

@@ -80,6 +80,11 @@ class GUIGrounding(Task):
             return None
         return {"accuracy": float(Node(tuple(example.meta["box"])).contains(point[0], point[1]))}
 
+    def parse_answer(self, example: Example, answer: str) -> tuple[float, float] | None:
+        """The clicked point (``(12, 30)`` and ``(12.0,30)`` are one point)."""
+        point = self.region(example, answer)
+        return None if point is None else (point[0], point[1])
+
     def region(self, example: Example, answer: str | None) -> list[float] | None:
         """The clicked point as a region ``[x, y, x, y]``, or None for an invalid answer or a point
         off the screen (what `tasks.RegionConsistency` votes with)."""

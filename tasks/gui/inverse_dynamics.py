@@ -145,6 +145,17 @@ class GUIInverseDynamics(Task):
         exact = _arguments_match(pred, example.answer, example.meta)
         return {"accuracy": 1.0 if exact else self.type_credit, "action_type": 1.0}
 
+    def parse_answer(self, example: Example, answer: str) -> tuple | None:
+        """The action type and its fields, texts normalised as they are compared (`normalise_text`):
+        a JSON answer's layout and key order make no other answer. In ``letter`` output, the
+        letter."""
+        if self.output == "letter":
+            return super().parse_answer(example, answer)
+        pred = parse_action(answer, example.meta["screen"])
+        if pred is None:
+            return None
+        return tuple(v if k in ("x", "y") else normalise_text(v) for k, v in pred.items())
+
 
 def parse_action(answer: str, screen: list[int]) -> dict | None:
     """The action a JSON answer states, or None unless it is one object with exactly the keys of a

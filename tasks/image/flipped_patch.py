@@ -71,9 +71,16 @@ class FlippedPatch(Task):
         return "{}-{}".format(*example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        pred = self.parse_answer(example, answer)
+        if pred is None:
+            return None
+        patch, direction = (float(p == t) for p, t in zip(pred, example.answer, strict=True))
+        return {"accuracy": patch * direction, "patch": patch, "direction": direction}
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[int, int] | None:
+        """The patch label and the direction (``3-0``, ``03 - 0`` are one answer)."""
         match = _ANSWER.fullmatch(answer)
         k = example.meta["rows"] * example.meta["cols"]
         if not match or int(match[1]) >= k or int(match[2]) > 1:
             return None
-        patch, direction = float(int(match[1]) == example.answer[0]), float(int(match[2]) == example.answer[1])
-        return {"accuracy": patch * direction, "patch": patch, "direction": direction}
+        return int(match[1]), int(match[2])

@@ -16,7 +16,7 @@ import random
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example
+from tasks.base import Example, Task
 from tasks.image.jigsaw import Jigsaw
 
 _ENUMERATE = 6  # grids of up to 6 pieces draw distractors from all 720 orders; larger ones by rejection
@@ -100,3 +100,9 @@ class JigsawMultiple(Jigsaw):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         chosen = answers.parse_letter(answer, example.meta["options"], self.strict_letters)
         return None if chosen is None else {"accuracy": float(chosen == example.answer)}
+
+    def parse_answer(self, example: Example, answer: str) -> str | None:
+        """The letter, as in any lettered question (`tasks.Task.parse_answer`), not the order of a
+        jigsaw: the options differ from question to question, and one letter given to every
+        question must show as one answer."""
+        return Task.parse_answer(self, example, answer)

@@ -13,7 +13,7 @@ import random
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example
+from tasks.base import Example, Task
 from tasks.image.jigsaw import Jigsaw
 
 # (sign of row offset, sign of column offset) of the first tile relative to the second -> relation
@@ -119,3 +119,9 @@ class JigsawPair(Jigsaw):
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         relation = answers.parse_letter(answer, example.meta["options"], self.strict_letters)
         return None if relation is None else {"accuracy": float(relation == example.answer)}
+
+    def parse_answer(self, example: Example, answer: str) -> str | None:
+        """The letter, as in any lettered question (`tasks.Task.parse_answer`), not the order of a
+        jigsaw: the options may differ from question to question, and one letter given to every
+        question must show as one answer."""
+        return Task.parse_answer(self, example, answer)

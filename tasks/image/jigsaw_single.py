@@ -81,8 +81,12 @@ class JigsawSingle(Jigsaw):
         )
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        # digits only, as Jigsaw-R1's format check (str.isdigit) wants; a position off the grid is
-        # no answer
+        position = self.parse_answer(example, answer)
+        return None if position is None else {"accuracy": float(position == example.answer)}
+
+    def parse_answer(self, example: Example, answer: str) -> int | None:
+        """The position (``3`` and ``03`` are one). Digits only, as Jigsaw-R1's format check
+        (str.isdigit) wants; a position off the grid is no answer."""
         if not _NUMBER.fullmatch(answer) or not 1 <= int(answer) <= example.meta["rows"] * example.meta["cols"]:
             return None
-        return {"accuracy": float(int(answer) == example.answer)}
+        return int(answer)

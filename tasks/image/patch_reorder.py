@@ -120,9 +120,17 @@ class PatchReorder(Task):
         return "-".join(str(label) for label in example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        labels = self.parse_answer(example, answer)
+        if labels is None:  # not a permutation of the labels: no credit, no format reward
+            return None
+        truth = [label + 1 for label in example.answer]
+        return answers.graded_permutation([label + 1 for label in labels], truth, self.reward, 1.0)
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[int, ...] | None:
+        """The labels in order, when they are a permutation of ``0..k-1`` (``1-0-2`` and ``1, 0, 2``
+        are one answer)."""
         k = example.meta["rows"] * example.meta["cols"]
         tokens = re.split(r"\s*[-,]\s*|\s+", answer.strip())
         if not all(t.isdecimal() for t in tokens) or sorted(map(int, tokens)) != list(range(k)):
-            return None  # not a permutation of the labels: no credit, no format reward
-        truth = [label + 1 for label in example.answer]
-        return answers.graded_permutation([int(t) + 1 for t in tokens], truth, self.reward, 1.0)
+            return None
+        return tuple(int(t) for t in tokens)

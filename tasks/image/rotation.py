@@ -97,14 +97,18 @@ class Rotation(Task):
         return str(example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        angle = self.parse_answer(example, answer)
+        return None if angle is None else {"accuracy": float(angle == example.answer)}
+
+    def parse_answer(self, example: Example, answer: str) -> int | None:
+        """The angle an answer names, in degrees modulo 360 (``-270``, ``90 degrees``, ``90°`` and
+        ``450`` are all 90)."""
         if self.labels == "letters":
             angle = answers.parse_letter(answer, example.meta["choices"], self.strict_letters)
         else:
             match = _DEGREES.fullmatch(answer.strip())
             angle = int(match[1]) if match else None
-        if angle is None:
-            return None
-        return {"accuracy": float(angle % 360 == example.answer)}
+        return None if angle is None else angle % 360
 
 
 def rotate(image: Image.Image, angle: int) -> Image.Image:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image, ImageFilter
 
-from tasks.answers import interval_scores, interval_text
+from tasks.answers import interval_scores, interval_text, parse_interval
 from tasks.base import Example, Task, Video, check_subset
 from tasks.video.common import even_frames, frames_of, video_part
 
@@ -251,6 +251,10 @@ class AnomalyGrounding(Task):
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
         return interval_scores(answer, example.answer)
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[float, float] | None:
+        """The interval in seconds (``1.5-3`` and ``1.50 - 3.0`` are one interval)."""
+        return parse_interval(answer)
 
 
 def _swapped(frames: np.ndarray, other: Video | None, start: int, stop: int) -> np.ndarray:

@@ -118,12 +118,18 @@ class ObjectCounting(Task):
         return ",".join(str(n) for n in example.answer)
 
     def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        pred = self._counts(answer)
-        if pred is None or len(pred) != len(example.answer):
+        pred = self.parse_answer(example, answer)
+        if pred is None:
             return None
         # every kind is drawn at least once, so the truth is never 0
         per_kind = [max(0.0, 1.0 - abs(p - t) / t) for p, t in zip(pred, example.answer, strict=True)]
-        return {"accuracy": sum(per_kind) / len(per_kind), "exact": float(pred == example.answer)}
+        exact = float(pred == tuple(example.answer))
+        return {"accuracy": sum(per_kind) / len(per_kind), "exact": exact}
+
+    def parse_answer(self, example: Example, answer: str) -> tuple[int, ...] | None:
+        """The counts, one per kind (``3``, ``03`` and ``３`` are one count)."""
+        pred = self._counts(answer)
+        return None if pred is None or len(pred) != len(example.answer) else tuple(pred)
 
     def _counts(self, answer: str) -> list[int] | None:
         """The counts an answer states, as ``parse`` reads it; None when it is not read as counts at

@@ -157,6 +157,31 @@ def test_a_valid_wrong_answer_earns_format_but_no_accuracy(cls, sample_item):
 
 
 @by_name
+@by_format
+def test_a_completion_has_a_ballot_exactly_when_it_earns_the_format(cls, sample_item, answer_format,
+                                                                     think):
+    # self-rewards vote with canonical_answer: every valid answer votes, nothing else does
+    task, example = _example(cls, sample_item, answer_format=answer_format, think=think)
+    right = [task.render_answer(example), task.demonstration(example)]
+    for completion in right + _junk(task, example):
+        ballot = task.canonical_answer(example, completion)
+        formatted = task.verify(example, completion).parts["format"]
+        assert (ballot is not None) == bool(formatted), completion[:80]
+        hash(ballot)
+
+
+@by_name
+def test_distinct_valid_answers_are_distinct_ballots(cls, sample_item):
+    task, example = _example(cls, sample_item, answer_format="tags")
+    texts = {task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed)))
+             for seed in range(50)} | {task.answer_text(example)}
+    # answers of other examples, where they are valid here too (a click may be off this screen)
+    valid = [text for text in texts if task.score(example, text) is not None]
+    ballots = {task.canonical_answer(example, answers.wrap(text, "tags", False)) for text in valid}
+    assert len(valid) > 1 and len(ballots) == len(valid)
+
+
+@by_name
 def test_make_example_is_a_function_of_the_rng(cls, sample_item):
     task = cls()
     item = sample_item(cls.modality)

@@ -10,15 +10,19 @@ import pytest
 from tasks import (
     CoReward,
     Example,
+    ExpertSteps,
     GUIGrounding,
+    Jigsaw,
     MajorityVote,
     MultipleChoice,
+    ObjectCounting,
     Question,
     ReferringGrounding,
     RegionConsistency,
     Rotation,
 )
-from tasks.self_rewards import ROLE_KEY, canonical
+from tasks.answers import canonical_text
+from tasks.self_rewards import ROLE_KEY
 from tests.helpers import make_item
 
 ANIMALS = ["cat", "dog", "cow", "ant"]  # dog (B) is right
@@ -45,8 +49,9 @@ def part(rewards, name):
     return [r.parts[name] for r in rewards]
 
 
-def test_ballots_ignore_case_spaces_brackets_and_a_final_stop():
-    assert canonical(" (A). ") == canonical("a") == "a" and canonical("1, 2, 3") == "1,2,3" != canonical("1,2,4")
+def test_text_ballots_ignore_case_spaces_brackets_and_a_final_stop():
+    assert canonical_text(" (A). ") == canonical_text("a") == "a"
+    assert canonical_text("1, 2, 3") == "1,2,3" != canonical_text("1,2,4")
 
 
 def test_majority_vote_pays_agreement_with_the_plurality_and_logs_the_true_accuracy():
@@ -86,6 +91,81 @@ def test_one_answer_winning_most_questions_of_a_batch_abstains():
     assert part(rewards[2], "agreement") == [1, 1, 0] and part(rewards[2], "label_accuracy")[0] == 1.0
     unguarded = mcq(MajorityVote()).verify_group(examples, groups)
     assert [part(r, "abstained")[0] for r in unguarded] == [0.0, 0.0, 0.0]
+
+
+def rotation_example(task, angle=90):
+    return Example([], angle, task.name, {"angle": angle, "choices": [0, 90, 180, 270]})
+
+
+def test_ballots_are_the_parsed_angle_not_its_spelling():
+    task = Rotation(self_reward=MajorityVote())
+    group = tags("90", "90 degrees", "90\u00b0", "180")
+    [rewards] = task.verify_group([rotation_example(task)], [group])
+    assert part(rewards, "agreement") == [1, 1, 1, 0] and part(rewards, "majority") == [0.75] * 4
+    assert part(rewards, "accuracy") == [1, 1, 1, 0]
+    assert part(rewards, "label_accuracy") == [1.0] * 4
+
+
+def test_co_reward_ballots_are_the_parsed_angle_not_its_spelling():
+    task = Rotation(self_reward=CoReward())
+    pair = task.make_examples(make_item("image"), random.Random(0))
+    # each group says 90 twice, spelled two ways, and 180 once: both elect 90, paying the other
+    groups = [tags("90", "90 degrees", "180"), tags("90\u00b0", "180", "90")]
+    asked, rewritten = task.verify_group(pair, groups)
+    assert part(asked, "agreement") == [1, 1, 0] and part(rewritten, "agreement") == [1, 0, 1]
+    assert part(asked, "majority")[0] == part(rewritten, "majority")[0] == pytest.approx(2 / 3)
+
+
+def jigsaw_1x3(self_reward):
+    """A 1x3 jigsaw whose right order is 3, 1, 2 (the pieces shown are slots 2, 3, 1)."""
+    task = Jigsaw(rows=1, cols=3, self_reward=self_reward)
+    return task, Example([], [3, 1, 2], task.name, {"rows": 1, "cols": 3, "shown": [1, 2, 0]})
+
+
+def test_ballots_are_the_parsed_order_not_its_spelling():
+    task, example = jigsaw_1x3(MajorityVote())
+    group = tags("3, 1, 2", "3 1 2", "312", "2, 1, 3", "2, 1, 3")
+    [rewards] = task.verify_group([example], [group])  # (3, 1, 2) three times, (2, 1, 3) twice
+    assert part(rewards, "agreement") == [1, 1, 1, 0, 0] and part(rewards, "majority") == [0.6] * 5
+    assert part(rewards, "label_accuracy") == [1.0] * 5
+    # one more 2, 1, 3: three votes each, a tie that abstains
+    [rewards] = task.verify_group([example], [group + tags("2, 1, 3")])
+    assert part(rewards, "agreement") == [0] * 6 and part(rewards, "abstained") == [1.0] * 6
+    assert part(rewards, "majority") == [0.5] * 6
+
+
+#: One number spelled five ways the verifiers all read as 3: plain, with a leading zero, signed,
+#: fullwidth and Arabic-Indic.
+THREES = ["3", "03", "+3", "\uff13", "\u0663"]
+
+
+def counting(self_reward):
+    task = ObjectCounting(kinds=["circle"], parse="numbers", answer_format="bare",
+                          self_reward=self_reward)
+    return task, lambda k: Example([], [3], task.name, {"kinds": ["circle"], "question": k})
+
+
+def steps(self_reward):
+    task = ExpertSteps(answer_format="bare", self_reward=self_reward)
+    return task, lambda k: Example([], 3, task.name, {"pieces": 4, "step": 1, "question": k})
+
+
+@pytest.mark.parametrize("numeric", [counting, steps], ids=["object_counting", "expert_steps"])
+def test_spellings_of_one_number_are_one_ballot(numeric):
+    task, example = numeric(MajorityVote())
+    truths = [task.verify(example(0), three).parts for three in THREES]
+    assert all(t == truths[0] for t in truths) and truths[0]["exact"] == 1.0  # each is read as 3
+    [rewards] = task.verify_group([example(0)], [THREES])
+    assert part(rewards, "agreement") == [1] * 5 and part(rewards, "majority") == [1.0] * 5
+
+
+@pytest.mark.parametrize("numeric", [counting, steps], ids=["object_counting", "expert_steps"])
+def test_a_constant_number_cannot_dodge_max_label_share_by_its_spelling(numeric):
+    task, example = numeric(MajorityVote(max_label_share=0.5))
+    groups = [[three, three, "2"] for three in THREES]  # each elects 3, spelled its own way
+    rewards = task.verify_group([example(k) for k in range(5)], groups)
+    assert [part(r, "abstained")[0] for r in rewards] == [1.0] * 5
+    assert {r.parts["agreement"] for group in rewards for r in group} == {0.0}
 
 
 def test_without_a_self_reward_verify_group_is_verify():

@@ -1,6 +1,7 @@
 """TemporalJigsaw: the source frames are rebuilt from the shown clips and the rendered answer, frame
 for frame."""
 
+import math
 import random
 import re
 
@@ -19,12 +20,17 @@ def _video(t, fps=2.0):
     return Video(frames=frames, fps=fps, name=f"test-{t}")
 
 
+def _cut(size, trim):
+    """Frames dropped at each end of a clip of ``size``: each frame showing some trimmed time."""
+    return math.ceil(round(size * trim, 9))
+
+
 def _expected(frames, k, trim, composite=False):
-    """What the arguments promise: ``k`` equal clips (leftover dropped at the end), ``round(trim *
-    size)`` frames dropped at each end of each clip, in chronological order; each clip's length
-    rounded down to even, except back to back (composite) where only the total must be even."""
+    """What the arguments promise: ``k`` equal clips (leftover dropped at the end), `_cut` frames
+    dropped at each end of each clip, in chronological order; each clip's length rounded down to
+    even, except back to back (composite) where only the total must be even."""
     size = len(frames) // k
-    cut = round(size * trim)
+    cut = _cut(size, trim)
     length = size - 2 * cut
     if not composite or (length * k) % 2:
         length = length // 2 * 2
@@ -67,7 +73,8 @@ def test_rendered_answer_rebuilds_the_source(k, composite, trim):
         (16, 3, 0.0, [range(0, 4), range(5, 9), range(10, 14)]),  # clips of 5 frames cut to 4 (15 is odd)
         (14, 2, 0.0, [range(0, 7), range(7, 14)]),  # 2 clips of 7: an even total, kept whole
         (40, 2, 0.1, [range(2, 18), range(22, 38)]),  # clips of 20: 2 dropped at each end
-        (24, 4, 0.2, [range(1, 5), range(7, 11), range(13, 17), range(19, 23)]),  # clips of 6: 1 each end
+        # clips of 6: 1.2 frames' time trimmed at each end, which the first two frames show
+        (24, 4, 0.2, [range(2, 4), range(8, 10), range(14, 16), range(20, 22)]),
         (9, 4, 0.0, [range(0, 2), range(2, 4), range(4, 6), range(6, 8)]),  # the 9th frame is left over
     ],
 )
@@ -80,6 +87,40 @@ def test_clip_boundaries_hand_computed(t, k, trim, kept):
 
 
 @pytest.mark.parametrize("composite", [False, True])
+def test_a_small_trim_still_leaves_out_the_frames_at_clip_boundaries(composite):
+    # 3 clips of 8 frames, trim 0.05: 0.4 of a frame's time is cut at each end of each clip, which
+    # rounds to no frame; but the first and last frames of a clip show that time, so they are out
+    task = TemporalJigsaw(clips=3, trim=0.05, composite=composite)
+    example = task.make_example(_video(24), random.Random(0))
+    clips = answers.restore(_shown_clips(example, 3, composite), example.answer)
+    kept = [[int(frame[0, 0, 0]) // 4 for frame in clip] for clip in clips]
+    assert kept == [list(range(1, 7)), list(range(9, 15)), list(range(17, 23))]
+
+
+@pytest.mark.parametrize(
+    "kwargs, kept, fps",
+    [
+        # clips of 20 frames (10 s at 2 fps), 2 cut at each end: 16 central frames, 8 s
+        ({}, [range(2, 18), range(22, 38)], 2.0),
+        # at most 4 of them, at the middles of 4 equal parts of the central 16 frames: 0.5 fps
+        ({"frames_per_clip": 4}, [range(4, 18, 4), range(24, 38, 4)], 0.5),
+        # at most 0.75 per second of the central 8 s: 6, 16/6 frames apart on average
+        ({"fps": 0.75}, [[3, 6, 8, 11, 14, 16], [23, 26, 28, 31, 34, 36]], 0.75),
+        ({"frames_per_clip": 4, "fps": 0.75}, [range(4, 18, 4), range(24, 38, 4)], 0.5),
+    ],
+)
+@pytest.mark.parametrize("composite", [False, True])
+def test_frames_are_taken_evenly_from_the_central_part_of_each_clip(kwargs, kept, fps, composite):
+    task = TemporalJigsaw(clips=2, trim=0.1, composite=composite, **kwargs)
+    example = task.make_example(_video(40), random.Random(0))
+    clips = answers.restore(_shown_clips(example, 2, composite), example.answer)
+    shown = [[int(frame[0, 0, 0]) // 4 for frame in clip] for clip in clips]
+    assert shown == [list(r) for r in kept]
+    assert {part["fps"] for part in _videos(example)} == {fps}
+    assert example.meta["clip_frames"] == len(kept[0])
+
+
+@pytest.mark.parametrize("composite", [False, True])
 def test_every_video_part_has_an_even_frame_count(composite):
     rng = random.Random(0)
     for _ in range(60):
@@ -87,7 +128,7 @@ def test_every_video_part_has_an_even_frame_count(composite):
         try:
             example = TemporalJigsaw(clips=k, trim=trim, composite=composite).make_example(_video(t), rng)
         except SkipItem:
-            assert (t // k - 2 * round(t // k * trim)) < 2
+            assert (t // k - 2 * _cut(t // k, trim)) < 2
             continue
         lengths = [len(part["video"]) for part in _videos(example)]
         assert len(lengths) == (1 if composite else k)
@@ -197,15 +238,9 @@ def test_too_short_raises_skip_item():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [
-        {"clips": 1},
-        {"trim": 0.5},
-        {"trim": -0.1},
-        {"style": "letters"},
-        {"reward": "kendall"},
-        {"partial_credit": 1.5},
-        {"clips": 6, "style": "choice"},
-    ],
+    [{"clips": 1}, {"trim": 0.5}, {"trim": -0.1}, {"style": "letters"}, {"reward": "kendall"},
+     {"partial_credit": 1.5}, {"clips": 6, "style": "choice"}, {"frames_per_clip": 3},
+     {"frames_per_clip": 0}, {"fps": 0.0}],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
