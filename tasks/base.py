@@ -172,9 +172,10 @@ class SelfReward(ABC):
 class Task(ABC):
     """A self-supervised pretext task: make an example from a raw item, then verify completions.
 
-    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in ``parts``
-    (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`, `answer_text` and `score`.
-    One whose answers parse into values (numbers, orders, boxes) returns them from `parse_answer`.
+    Subclasses set ``name``, ``modality`` and ``levels``, list the reward parts they score in
+    ``parts`` (``"accuracy"`` first; ``"format"`` is added here) and implement `make_example`,
+    `answer_text` and `score`. One whose answers parse into values (numbers, orders, boxes) returns
+    them from `parse_answer`.
 
     Args:
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``

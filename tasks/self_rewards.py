@@ -34,22 +34,27 @@ from tasks.base import Example, Reward, SelfReward, SkipItem, Task
 ROLE_KEY = "co_reward"
 
 
-def ballots(task: Task, example: Example, group: list[str],
-            ) -> tuple[list[Reward], list[Hashable | None]]:
+def ballots(
+    task: Task,
+    example: Example,
+    group: list[str],
+) -> tuple[list[Reward], list[Hashable | None]]:
     """The true reward of each completion (for the log) and its ballot, the answer the task parses
     from it (`Task.canonical_answer`: ``90`` and ``90 degrees`` are one ballot, ``3, 1, 2`` and
     ``312`` another): None unless the task finds a valid answer in it (the format requirement:
     malformed and invalid answers never vote)."""
     truths = [task.verify(example, text) for text in group]
-    keys = [task.canonical_answer(example, text) if truth.parts["format"] else None
-            for text, truth in zip(group, truths, strict=True)]
+    keys = [
+        task.canonical_answer(example, text) if truth.parts["format"] else None
+        for text, truth in zip(group, truths, strict=True)
+    ]
     return truths, keys
 
 
 def winner(keys: list[Hashable | None], min_ratio: float) -> tuple[Hashable | None, float]:
-    """The majority ballot and its share of all completions (invalid ones count against it); None (abstain)
-    when nothing valid was said, when two answers tie for the most votes, or when the share is below
-    ``min_ratio``."""
+    """The majority ballot and its share of all completions (invalid ones count against it); None
+    (abstain) when nothing valid was said, when two answers tie for the most votes, or when the
+    share is below ``min_ratio``."""
     votes = Counter(k for k in keys if k is not None).most_common(2)
     if not votes:
         return None, 0.0
@@ -71,11 +76,13 @@ def _check_ratios(min_ratio: float, max_label_share: float) -> None:
         raise ValueError(f"need min_ratio in [0, 1] and max_label_share in (0, 1], got {min_ratio}, {max_label_share}")
 
 
-def unshared(labels: list[tuple[Hashable | None, float]], max_label_share: float,
-             ) -> list[tuple[Hashable | None, float]]:
-    """``labels`` (pseudo-label, share) of a batch's groups, with None for every label that more than one group
-    and more than ``max_label_share`` of them elected: one answer for most questions is the collapse, not a
-    consensus."""
+def unshared(
+    labels: list[tuple[Hashable | None, float]],
+    max_label_share: float,
+) -> list[tuple[Hashable | None, float]]:
+    """``labels`` (pseudo-label, share) of a batch's groups, with None for every label that more
+    than one group and more than ``max_label_share`` of them elected: one answer for most questions
+    is the collapse, not a consensus."""
     common = Counter(label for label, _ in labels if label is not None)
     limit = max_label_share * len(labels)
     return [
@@ -113,11 +120,16 @@ class MajorityVote(SelfReward):
         return [_agreements(task, group, group, *label) for group, label in zip(cast, labels, strict=True)]
 
 
-def _agreements(task: Task, cast: tuple[list[Reward], list[Hashable | None]],
-                voters: tuple[list[Reward], list], label: Hashable | None, share: float,
-                ) -> list[Reward]:
-    """Rewards of one group (its true rewards and ballots, ``cast``) against the pseudo-``label`` that the
-    ``voters`` group elected (None: abstain); ``label_accuracy`` is the truth of that label."""
+def _agreements(
+    task: Task,
+    cast: tuple[list[Reward], list[Hashable | None]],
+    voters: tuple[list[Reward], list],
+    label: Hashable | None,
+    share: float,
+) -> list[Reward]:
+    """Rewards of one group (its true rewards and ballots, ``cast``) against the pseudo-``label``
+    that the ``voters`` group elected (None: abstain); ``label_accuracy`` is the truth of that
+    label."""
     logged = {"majority": share, "abstained": float(label is None)}
     if label is not None:
         logged["label_accuracy"] = next(t.parts["accuracy"] for t, k in zip(*voters, strict=True) if k == label)

@@ -1,7 +1,7 @@
 """Temporal jigsaw: cut a video into clips, shuffle them, ask for their chronological order.
 
-Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) and Visual Jigsaw video
-(arXiv 2509.25190: each clip trimmed in time at both ends, then sampled), in the permutation
+Follows VideoSSR (arXiv 2511.06281: clips as separate videos, footrule reward) and Visual Jigsaw
+video (arXiv 2509.25190: each clip trimmed in time at both ends, then sampled), in the permutation
 convention of `tasks.answers`.
 """
 
@@ -23,7 +23,8 @@ class TemporalJigsaw(OrderTask):
     order.
 
     Args:
-        clips: Number of clips, at least 2. Frames left over after an equal split are dropped at the end.
+        clips: Number of clips, at least 2. Frames left over after an equal split are dropped at the
+            end.
         trim: Fraction of each clip's time left out at each of its ends (Visual Jigsaw), so that
             neighbouring clips cannot be matched by their boundary frames alone; below 0.5. A frame
             showing any of that time is left out, so any trim > 0 drops at least the first and last
@@ -33,8 +34,9 @@ class TemporalJigsaw(OrderTask):
             this, so the trim cuts little more than its share of time.
         fps: Most frames shown per second of each clip's central part (Visual Jigsaw: 2), at least
             2 frames; None shows them all.
-        composite: Play the shuffled clips one after the other as a single video, numbered in the order they
-            play, instead of showing each clip as a separate video after its number (VideoSSR).
+        composite: Play the shuffled clips one after the other as a single video, numbered in the
+            order they play, instead of showing each clip as a separate video after its number
+            (VideoSSR).
         style: ``"order"``: the answer lists the clip numbers from the earliest clip to the latest
             (``2, 3, 1``). ``"choice"``: every possible order is listed as a lettered option and the
             answer is the letter (at most 4 clips); the chosen order is graded the same way.

@@ -158,8 +158,7 @@ def test_a_valid_wrong_answer_earns_format_but_no_accuracy(cls, sample_item):
 
 @by_name
 @by_format
-def test_a_completion_has_a_ballot_exactly_when_it_earns_the_format(cls, sample_item, answer_format,
-                                                                     think):
+def test_a_completion_has_a_ballot_exactly_when_it_earns_the_format(cls, sample_item, answer_format, think):
     # self-rewards vote with canonical_answer: every valid answer votes, nothing else does
     task, example = _example(cls, sample_item, answer_format=answer_format, think=think)
     right = [task.render_answer(example), task.demonstration(example)]
@@ -173,8 +172,9 @@ def test_a_completion_has_a_ballot_exactly_when_it_earns_the_format(cls, sample_
 @by_name
 def test_distinct_valid_answers_are_distinct_ballots(cls, sample_item):
     task, example = _example(cls, sample_item, answer_format="tags")
-    texts = {task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed)))
-             for seed in range(50)} | {task.answer_text(example)}
+    texts = {
+        task.answer_text(task.make_example(sample_item(cls.modality), random.Random(seed))) for seed in range(50)
+    } | {task.answer_text(example)}
     # answers of other examples, where they are valid here too (a click may be off this screen)
     valid = [text for text in texts if task.score(example, text) is not None]
     ballots = {task.canonical_answer(example, answers.wrap(text, "tags", False)) for text in valid}

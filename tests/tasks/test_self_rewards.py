@@ -140,8 +140,7 @@ THREES = ["3", "03", "+3", "\uff13", "\u0663"]
 
 
 def counting(self_reward):
-    task = ObjectCounting(kinds=["circle"], parse="numbers", answer_format="bare",
-                          self_reward=self_reward)
+    task = ObjectCounting(kinds=["circle"], parse="numbers", answer_format="bare", self_reward=self_reward)
     return task, lambda k: Example([], [3], task.name, {"kinds": ["circle"], "question": k})
 
 

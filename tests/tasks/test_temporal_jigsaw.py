@@ -238,9 +238,18 @@ def test_too_short_raises_skip_item():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"clips": 1}, {"trim": 0.5}, {"trim": -0.1}, {"style": "letters"}, {"reward": "kendall"},
-     {"partial_credit": 1.5}, {"clips": 6, "style": "choice"}, {"frames_per_clip": 3},
-     {"frames_per_clip": 0}, {"fps": 0.0}],
+    [
+        {"clips": 1},
+        {"trim": 0.5},
+        {"trim": -0.1},
+        {"style": "letters"},
+        {"reward": "kendall"},
+        {"partial_credit": 1.5},
+        {"clips": 6, "style": "choice"},
+        {"frames_per_clip": 3},
+        {"frames_per_clip": 0},
+        {"fps": 0.0},
+    ],
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
