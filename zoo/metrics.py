@@ -7,7 +7,7 @@ from collections import defaultdict
 import torch.distributed as dist
 
 
-class Means:
+class MetricMeans:
     """Accumulates ``sum`` and ``count`` per metric name; `result` averages over every rank's
     data."""
 

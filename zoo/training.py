@@ -21,7 +21,7 @@ from torch import Tensor
 
 from zoo.data import check_data
 from zoo.evaluation import Evaluation
-from zoo.metrics import Means
+from zoo.metrics import MetricMeans
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ManualStep:
             return nullcontext()
         return self.block_backward_sync()
 
-    def step_optimizer(self, means: Means, prefix: str, scale: float = 1.0) -> bool:
+    def step_optimizer(self, means: MetricMeans, prefix: str, scale: float = 1.0) -> bool:
         """Scale the gradients, clip, step the optimizer and the scheduler; returns whether the
         update was skipped. A non-finite norm (a non-finite loss or an overflow) skips it, so the
         weights and the moments stay as they were, but still counts as a step, so ``global_step``,

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from zoo.data import verify
 from zoo.grpo import functional as F
-from zoo.grpo.window import Drawn
+from zoo.grpo.window import ScoredRollout
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def first_groups(unequal: list[Tensor], target: int) -> list[Tensor]:
     return [k.view_as(u) for k, u in zip(torch.split(keep, [u.numel() for u in unequal]), unequal, strict=True)]
 
 
-def draw(strategy, batch: list, key: int, means) -> list[Drawn]:
+def draw(strategy, batch: list, key: int, means) -> list[ScoredRollout]:
     """The batch's scored rollout, then (with ``refill_rounds``) those of its refill rounds, each
     holding which of its groups the training batch keeps.
 
@@ -58,7 +58,7 @@ def draw(strategy, batch: list, key: int, means) -> list[Drawn]:
     return refill(strategy, drawn, key, means)
 
 
-def score(strategy, examples: list) -> Drawn:
+def score(strategy, examples: list) -> ScoredRollout:
     """``examples`` sampled with the strategy's settings (G of each, seeded by the run and the step)
     and verified."""
     module = strategy.lightning_module
@@ -73,7 +73,7 @@ def score(strategy, examples: list) -> Drawn:
     )
     sampled = time.perf_counter()
     rewards = verify(module.trainer.datamodule, rollout)
-    return Drawn(rollout, rewards, totals(rewards, len(examples)), sample_s=sampled - start)
+    return ScoredRollout(rollout, rewards, totals(rewards, len(examples)), sample_s=sampled - start)
 
 
 def sampling_seed(step: int) -> int:
@@ -83,7 +83,7 @@ def sampling_seed(step: int) -> int:
     return base * 2**32 + step
 
 
-def refill(strategy, drawn: list[Drawn], key: int, means) -> list[Drawn]:
+def refill(strategy, drawn: list[ScoredRollout], key: int, means) -> list[ScoredRollout]:
     """Refill rounds until the global batch holds as many groups with unequal rewards as it has
     prompts, or ``refill_rounds`` were drawn; then mark the groups it keeps (`first_groups`)."""
     datamodule = strategy.lightning_module.trainer.datamodule
@@ -129,7 +129,7 @@ def _warn_cap(step: int, kept: int, target: int, rounds: int) -> None:
     )
 
 
-def gather_unequal(strategy, drawn: Drawn) -> Tensor:
+def gather_unequal(strategy, drawn: ScoredRollout) -> Tensor:
     """Which groups of every rank have unequal rewards, ``[W, B]`` bool."""
     mine = (~F.zero_std_groups(drawn.totals)).long().to(strategy.root_device)  # [B]
     return strategy.all_gather(mine).reshape(strategy.world_size, -1).cpu().bool()

@@ -22,16 +22,16 @@ from zoo.grpo import dynamic
 from zoo.grpo import functional as F
 from zoo.grpo.guidance import Guidance
 from zoo.grpo.window import (
-    Drawn,
-    Part,
+    ScoredRollout,
+    WindowBatch,
     add_window_metrics,
     batch_divisors,
     last_chunk,
-    make_part,
     no_grad_log_probs,
     window_advantages,
+    window_batch,
 )
-from zoo.metrics import Means
+from zoo.metrics import MetricMeans
 from zoo.training import ManualStep
 
 
@@ -183,7 +183,7 @@ class GRPOMixin(ManualStep):
         self.refill_rounds = refill_rounds
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
-        self._window: list[list[Drawn]] = []  # scored batches (with refill rounds) of the accumulation window
+        self._window: list[list[ScoredRollout]] = []  # scored batches (with refill rounds) of the accumulation window
         self.evaluation = Evaluation(
             eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
         )
@@ -212,7 +212,7 @@ class GRPOMixin(ManualStep):
         # a hybrid in a supervised phase trains this step itself
         if (supervised := self.guidance.step(self, batch, batch_idx)) is not None:
             return supervised
-        means = Means()
+        means = MetricMeans()
         start = time.perf_counter()
         # sample and verify the batch, then its refill rounds (dynamic sampling)
         key = self.lightning_module.trainer.global_step * self.accumulate_grad_batches + len(self._window)
@@ -236,13 +236,13 @@ class GRPOMixin(ManualStep):
         means.add("perf/tokens_per_s", sum(d.tokens for d in drawn) / (done - start))
         return out | {"metrics": means.result()}
 
-    def _guided(self, drawn: Drawn, means: Means) -> Drawn:
+    def _guided(self, drawn: ScoredRollout, means: MetricMeans) -> ScoredRollout:
         """The batch's rollout as the guidance (a hybrid, `zoo.grpo.guidance`) extends it: G rows a
         prompt."""
         rollout, rewards = self.guidance.extend(self, drawn.rollout, drawn.rewards, means)
         return replace(drawn, rollout=rollout, rewards=rewards, totals=dynamic.totals(rewards, len(rollout.examples)))
 
-    def _train_window(self, window: list[list[Drawn]], means: Means) -> Tensor:
+    def _train_window(self, window: list[list[ScoredRollout]], means: MetricMeans) -> Tensor:
         """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches
         of its kept rows: the update of one batch holding all the window's groups, on any number of
         ranks."""
@@ -265,13 +265,13 @@ class GRPOMixin(ManualStep):
         add_window_metrics(means, parts, [d.totals for batch in window for d in batch])
         return total
 
-    def _parts(self, window: list[list[Drawn]]) -> list[Part]:
+    def _parts(self, window: list[list[ScoredRollout]]) -> list[WindowBatch]:
         """The window's rollouts with their advantages, kept rows, masks, micro-batch plans, loss
         divisors and the old / reference log-probs they need."""
         drawn = [d for batch in window for d in batch]
         advantages = self._advantages(drawn)
         parts = [
-            make_part(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
+            window_batch(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
             for d, adv in zip(drawn, advantages, strict=True)
         ]
         counts = self.reduce(
@@ -289,7 +289,7 @@ class GRPOMixin(ManualStep):
         self.guidance.prepare(self, parts)
         return parts
 
-    def _advantages(self, drawn: list[Drawn]) -> list[Tensor]:
+    def _advantages(self, drawn: list[ScoredRollout]) -> list[Tensor]:
         """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the
         window's batches on every rank."""
         totals = [d.totals for d in drawn]
@@ -301,7 +301,7 @@ class GRPOMixin(ManualStep):
             totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine), members=everyone[:, -1].bool()
         )
 
-    def _loss(self, out: dict, part: Part, rows: Tensor, means: Means | None) -> Tensor:
+    def _loss(self, out: dict, part: WindowBatch, rows: Tensor, means: MetricMeans | None) -> Tensor:
         """This rank's share of the window's loss from the rows ``rows`` of ``part``."""
         logps, entropy = out["logps"], out["entropy"]  # [n, L]
         m = part.mask[rows].to(logps.device)

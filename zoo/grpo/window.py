@@ -19,7 +19,7 @@ from zoo.rollout.rollout import Rollout
 
 
 @dataclass
-class Drawn:
+class ScoredRollout:
     """One scored rollout of a batch: the batch's own, or a refill round's (dynamic sampling).
 
     Attributes:
@@ -49,7 +49,7 @@ class Drawn:
 
 
 @dataclass
-class Part:
+class WindowBatch:
     """One batch of a window.
 
     Attributes:
@@ -78,7 +78,9 @@ class Part:
         return [float(len(self.rows)), float(self.mask[self.rows].sum())]
 
 
-def make_part(drawn: Drawn, advantages: Tensor, filter_zero_variance: bool, mask_truncated: bool) -> Part:
+def window_batch(
+    drawn: ScoredRollout, advantages: Tensor, filter_zero_variance: bool, mask_truncated: bool
+) -> WindowBatch:
     """A rollout's kept rows (those of its groups in the batch, minus groups with equal rewards when
     filtering) and loss mask (completions without an EOS left out with ``mask_truncated``)."""
     rollout, keep = drawn.rollout, drawn.members  # [B]
@@ -88,7 +90,7 @@ def make_part(drawn: Drawn, advantages: Tensor, filter_zero_variance: bool, mask
     mask = rollout.completion_mask.clone()  # [N, L]
     if mask_truncated:
         mask[rollout.truncated] = False
-    return Part(rollout, advantages, mask, rows)
+    return WindowBatch(rollout, advantages, mask, rows)
 
 
 def window_advantages(
@@ -138,7 +140,7 @@ def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> 
     return out
 
 
-def last_chunk(parts: list[Part]) -> tuple[int, int] | None:
+def last_chunk(parts: list[WindowBatch]) -> tuple[int, int] | None:
     """``(part, chunk)`` of the window's last backward pass (the one that synchronises gradients),
     None when no part has a chunk (the same on every rank, as the plans are)."""
     for p in reversed(range(len(parts))):
@@ -147,7 +149,7 @@ def last_chunk(parts: list[Part]) -> tuple[int, int] | None:
     return None
 
 
-def add_window_metrics(means, parts: list[Part], totals: list[Tensor]) -> None:
+def add_window_metrics(means, parts: list[WindowBatch], totals: list[Tensor]) -> None:
     """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches."""
     means.add("train/grpo/adv_std", torch.cat([part.advantages for part in parts]).std().item())
     means.add("train/grpo/frac_zero_std", F.zero_std_groups(torch.cat(totals)).float().mean().item())

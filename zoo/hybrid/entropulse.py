@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from zoo.grpo.guidance import Guidance
-from zoo.metrics import Means
+from zoo.metrics import MetricMeans
 from zoo.sft.demonstrations import teacher_forced
 from zoo.sft.functional import sft_loss
 
@@ -93,7 +93,7 @@ class Successes:
         return [example for example, _ in chosen], [rng.choice(texts) for _, texts in chosen]
 
 
-def supervised_update(strategy, rollout, means: Means) -> Tensor:
+def supervised_update(strategy, rollout, means: MetricMeans) -> Tensor:
     """One SFT optimizer step on a teacher-forced rollout: the token-mean NLL over every rank, in
     the strategy's micro-batches, clipped and stepped as GRPO steps are (`zoo.training.ManualStep`).
     Returns this rank's share of the loss."""
@@ -168,7 +168,7 @@ class Entropulse(Guidance):
         return self._sft_step(strategy, batch) if self._last == "sft" else None
 
     def _sft_step(self, strategy, batch: list) -> dict:
-        module, means, start = strategy.lightning_module, Means(), time.perf_counter()
+        module, means, start = strategy.lightning_module, MetricMeans(), time.perf_counter()
         step = module.trainer.global_step
         rng = random.Random(f"{os.environ.get('PL_GLOBAL_SEED', 0)}:{step}:{strategy.global_rank}")
         examples, replies = self.buffer.draw(len(batch), rng)
@@ -193,7 +193,7 @@ class Entropulse(Guidance):
             self._entropy[1] += float(m.sum())
         return per_token, torch.zeros((), device=per_token.device)
 
-    def _log(self, means: Means, sft: float) -> None:
+    def _log(self, means: MetricMeans, sft: float) -> None:
         means.add("train/entropulse/sft", sft)
         means.add("train/entropulse/phases", self.schedule.phases)
         means.add("train/entropulse/buffer", len(self.buffer))

@@ -21,7 +21,7 @@ from torch import Tensor
 from zoo import data
 from zoo.devices import FSDP2, OneDevice
 from zoo.evaluation import Evaluation
-from zoo.metrics import Means
+from zoo.metrics import MetricMeans
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
 from zoo.training import ManualStep
@@ -99,7 +99,7 @@ class SFTMixin(ManualStep):
         """One SFT step: teacher-force the batch's demonstrations, backward, and (at a window's last
         batch) step."""
         module = self.lightning_module
-        means = Means()
+        means = MetricMeans()
         start = time.perf_counter()
         replies = [module.trainer.datamodule.demonstration(example) for example in batch]
         rollout, dropped = teacher_forced(module, batch, replies, self.max_target_tokens)
@@ -114,7 +114,7 @@ class SFTMixin(ManualStep):
         means.add("perf/tokens_per_s", float(tokens) / (time.perf_counter() - start))
         return {"loss": loss, "metrics": means.result()}
 
-    def _update(self, rollout, means: Means, step: bool) -> Tensor:
+    def _update(self, rollout, means: MetricMeans, step: bool) -> Tensor:
         """Backward passes of the summed loss over micro-batches, then (when ``step``) the optimizer
         step with the gradients divided by the window's global count. Returns this batch's mean
         loss."""
@@ -137,7 +137,7 @@ class SFTMixin(ManualStep):
             self._step(means)
         return total / max(count, 1.0)
 
-    def _step(self, means: Means) -> None:
+    def _step(self, means: MetricMeans) -> None:
         """The optimizer step, with the summed gradients divided by the window's count over every
         rank."""
         world = self.world_size if isinstance(self, ParallelStrategy) else 1
