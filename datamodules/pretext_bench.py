@@ -29,7 +29,8 @@ class PretextBench(LightningDataModule):
 
     Every example is read once when the data is set up: a missing, altered (sha256) or undecodable media
     file, or a malformed line, skips its example, counted per set (``skipped``) and logged. Ranks take
-    contiguous shards of the remaining examples.
+    contiguous shards of the remaining examples. A set name that leads out of ``path`` (absolute,
+    ``..``, a symlinked folder) is refused in one line when the manifest is read.
 
     Args:
         path: The exported folder (the one holding ``manifest.json``).
@@ -51,6 +52,7 @@ class PretextBench(LightningDataModule):
         self.root = Path(path).expanduser().resolve()
         self.manifest = read_manifest(self.root)
         sets = self.manifest["sets"]
+        self.folders = {name: set_folder(self.root, name) for name in sets}
         chosen = [name for name in sets if tasks is None or name in tasks or name.split("@")[0] in tasks]
         missing = sorted(set(tasks or []) - set(chosen) - {name.split("@")[0] for name in chosen})
         if missing:
@@ -91,7 +93,8 @@ class PretextBench(LightningDataModule):
         if self._records is None:
             self._records = []
             for name in self._tasks:
-                good = read_lines(self.root / name, self.manifest["sets"][name]["examples"], self.skipped, name)
+                expected = self.manifest["sets"][name]["examples"]
+                good = read_lines(self.folders[name], expected, self.skipped, name)
                 self._records += [(name, line) for line in good]
                 rank_zero_info(f"[zoo] pretext bench {name}: {len(good)} examples, {self.skipped[name]} skipped")
             if not self._records:
@@ -102,8 +105,8 @@ class PretextBench(LightningDataModule):
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         records = self.records()
         shard = records[rank * len(records) // world:(rank + 1) * len(records) // world]
-        return DataLoader(_Batches(self.root, shard, self.batch_size), batch_size=None, collate_fn=list,
-                          num_workers=self.num_workers)
+        batches = _Batches(self.folders, shard, self.batch_size)
+        return DataLoader(batches, batch_size=None, collate_fn=list, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
@@ -121,6 +124,20 @@ def read_manifest(root: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("sets"), dict):
         raise ValueError(f"{path} is not a {FORMAT} manifest")
     return manifest
+
+
+def set_folder(root: Path, name: str) -> Path:
+    """The folder of set ``name``, resolved: a folder under ``root``; ValueError in one line for a
+    name that leads out of it (absolute, ``..``, a symlink out) or is the root itself."""
+    manifest = root / "manifest.json"
+    try:
+        folder = (root / name).resolve()
+    except (OSError, ValueError, RuntimeError) as err:  # a NUL byte, a symlink loop
+        raise ValueError(f"{manifest}: set name {name!r} is no path ({err})") from None
+    if folder == root or not folder.is_relative_to(root):
+        raise ValueError(f"{manifest}: set name {name!r} leads out of the benchmark folder "
+                         "(absolute, '..' or a symlink out); export the benchmark again")
+    return folder
 
 
 def rebuild_task(spec: dict) -> Task:
@@ -163,8 +180,8 @@ def to_example(folder: Path, line: dict) -> Example:
 class _Batches(IterableDataset):
     """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in order)."""
 
-    def __init__(self, root: Path, records: list[tuple[str, dict]], batch_size: int):
-        self.root, self.records, self.batch_size = root, records, batch_size
+    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int):
+        self.folders, self.records, self.batch_size = folders, records, batch_size
 
     def __len__(self) -> int:
         return -(-len(self.records) // self.batch_size)
@@ -174,4 +191,4 @@ class _Batches(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for b in range(worker, len(self), workers):
             chunk = self.records[b * self.batch_size:(b + 1) * self.batch_size]
-            yield [to_example(self.root / name, line) for name, line in chunk]
+            yield [to_example(self.folders[name], line) for name, line in chunk]

@@ -269,3 +269,22 @@ def test_levels_command_prints_every_level(capsys):
     out = capsys.readouterr().out
     assert "Jigsaw  jigsaw  2x2 (rows=2, cols=2); 3x3 (rows=3, cols=3)" in out
     assert len(out.splitlines()) == len(LEVELLED)
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "dot-dot", "symlink"])
+def test_a_set_name_leading_out_of_the_folder_is_refused_at_load_in_one_line(tmp_path, spelling):
+    """Before: an absolute set name read its examples from outside the folder; ``../`` and a
+    symlinked set folder failed only example by example."""
+    export_benchmark(out=str(tmp_path / "elsewhere"), tasks=["jigsaw@3x3"], n=2)
+    outside, root = tmp_path / "elsewhere" / "jigsaw@3x3", tmp_path / "bench"
+    root.mkdir()
+    name = {"absolute": str(outside), "dot-dot": "../elsewhere/jigsaw@3x3",
+            "symlink": "jigsaw@3x3"}[spelling]
+    if spelling == "symlink":
+        (root / name).symlink_to(outside, target_is_directory=True)
+    manifest = json.loads((tmp_path / "elsewhere" / "manifest.json").read_text())
+    manifest["sets"] = {name: manifest["sets"]["jigsaw@3x3"]}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="leads out of the benchmark folder") as err:
+        PretextBench(str(root)).records()
+    assert "\n" not in str(err.value) and "manifest.json" in str(err.value)
