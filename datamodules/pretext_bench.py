@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from datamodules.bench_export import FORMAT
 from datamodules.bench_files import load_messages
 from datamodules.sources.jsonl import json_lines
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, check_limit
 from tasks import Example, Reward, Task
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,18 @@ class PretextBench(LightningDataModule):
             vision-language policy); the others are left out with a log line. ``None`` keeps every set.
         batch_size: Examples per batch on each rank.
         num_workers: DataLoader worker processes.
+        max_image_pixels: Most pixels of an image (or video strip); a larger one skips its example
+            unread.
+        max_line_bytes: Most bytes of a line of ``examples.jsonl``; a longer one is skipped, never
+            held whole.
     """
 
     def __init__(self, path: str, tasks: list[str] | None = None, content: list[str] | None = None,
-                 batch_size: int = 8, num_workers: int = 0):
+                 batch_size: int = 8, num_workers: int = 0,
+                 max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES):
         super().__init__()
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
+        self.max_line_bytes = check_limit(max_line_bytes, "max_line_bytes")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if num_workers < 0:
@@ -94,7 +102,8 @@ class PretextBench(LightningDataModule):
             self._records = []
             for name in self._tasks:
                 expected = self.manifest["sets"][name]["examples"]
-                good = read_lines(self.folders[name], expected, self.skipped, name)
+                good = read_lines(self.folders[name], expected, self.skipped, name,
+                                  self.max_line_bytes, self.max_image_pixels)
                 self._records += [(name, line) for line in good]
                 rank_zero_info(f"[zoo] pretext bench {name}: {len(good)} examples, {self.skipped[name]} skipped")
             if not self._records:
@@ -105,7 +114,7 @@ class PretextBench(LightningDataModule):
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         records = self.records()
         shard = records[rank * len(records) // world:(rank + 1) * len(records) // world]
-        batches = _Batches(self.folders, shard, self.batch_size)
+        batches = _Batches(self.folders, shard, self.batch_size, self.max_image_pixels)
         return DataLoader(batches, batch_size=None, collate_fn=list, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
@@ -149,11 +158,13 @@ def rebuild_task(spec: dict) -> Task:
     return cls(**spec.get("init_args", {}))
 
 
-def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[dict]:
+def read_lines(folder: Path, expected: int, skips: Counter, name: str,
+               max_line_bytes: int = MAX_LINE_BYTES,
+               max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
     """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
     the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
-    lines = list(json_lines(path)) if path.is_file() else []
+    lines = list(json_lines(path, max_line_bytes)) if path.is_file() else []
     if len(lines) < expected:
         skips[name] += expected - len(lines)
         log.warning("skipping %d examples of %s: %s holds %d of the %d lines the manifest counts",
@@ -162,7 +173,7 @@ def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[d
         try:
             if isinstance(line, dict) and "_error" in line:
                 raise ValueError(line["_error"])
-            to_example(folder, line)
+            to_example(folder, line, max_pixels)
         except Exception as err:  # whatever a damaged line raises: that example is skipped, not the set
             skips[name] += 1
             log.warning("skipping %s line %d: %s", path, number, f"{type(err).__name__}: {str(err)[:300]}")
@@ -171,17 +182,19 @@ def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[d
     return good
 
 
-def to_example(folder: Path, line: dict) -> Example:
+def to_example(folder: Path, line: dict, max_pixels: int = MAX_IMAGE_PIXELS) -> Example:
     """The example of one line, media loaded; SkipItem / KeyError / ValueError when it cannot be."""
-    messages = load_messages(line["messages"], folder)
+    messages = load_messages(line["messages"], folder, max_pixels)
     return Example(messages, line["answer"], line["task"], dict(line["meta"]), uid=line["uid"])
 
 
 class _Batches(IterableDataset):
     """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in order)."""
 
-    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int):
+    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int,
+                 max_pixels: int):
         self.folders, self.records, self.batch_size = folders, records, batch_size
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return -(-len(self.records) // self.batch_size)
@@ -191,4 +204,4 @@ class _Batches(IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for b in range(worker, len(self), workers):
             chunk = self.records[b * self.batch_size:(b + 1) * self.batch_size]
-            yield [to_example(self.folders[name], line) for name, line in chunk]
+            yield [to_example(self.folders[name], line, self.max_pixels) for name, line in chunk]

@@ -288,3 +288,20 @@ def test_a_set_name_leading_out_of_the_folder_is_refused_at_load_in_one_line(tmp
     with pytest.raises(ValueError, match="leads out of the benchmark folder") as err:
         PretextBench(str(root)).records()
     assert "\n" not in str(err.value) and "manifest.json" in str(err.value)
+
+
+def test_an_image_or_a_line_over_its_limit_skips_its_example_unread(tmp_path, caplog, monkeypatch):
+    """Before: neither the pixels of an image nor the bytes of a line were bounded."""
+    from tests.helpers import decoded_sizes
+
+    export_benchmark(out=str(tmp_path), tasks=["rotation@4way"], n=2)  # 112 x 112 images
+    decoded = decoded_sizes(monkeypatch)
+    for limits, reason in [({"max_image_pixels": 112 * 112 - 1}, "image too large"),
+                           ({"max_line_bytes": 200}, "line too long")]:
+        caplog.clear()
+        bench = PretextBench(str(tmp_path), **limits)
+        with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="could be read"):
+            bench.records()
+        assert dict(bench.skipped) == {"rotation@4way": 2} and caplog.text.count(reason) == 2
+    assert not decoded
+    assert len(PretextBench(str(tmp_path), max_image_pixels=112 * 112).records()) == 2

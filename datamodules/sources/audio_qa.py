@@ -8,6 +8,7 @@ from pathlib import Path
 from datamodules.sources.audio_folder import check_decoding, decode
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import inside, json_lines
+from datamodules.sources.limits import MAX_LINE_BYTES, check_limit
 from tasks import AudioQA
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,15 @@ class AudioQAJsonl(Source):
         root: Dataset root the audio paths resolve in; ``None`` means the directory of ``path``.
         sampling_rate: Samples per second of the decoded audio.
         clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them whole.
+        max_line_bytes: Most bytes of one line; a longer one is skipped, never held whole.
     """
 
     modality = "audio_qa"
 
     def __init__(self, path: str, root: str | None = None, sampling_rate: int = 16000,
-                 clip_seconds: float | None = 30.0):
+                 clip_seconds: float | None = 30.0, max_line_bytes: int = MAX_LINE_BYTES):
         check_decoding(sampling_rate, clip_seconds)
+        check_limit(max_line_bytes, "max_line_bytes")
         file = Path(path).expanduser()
         if not file.is_file():
             raise FileNotFoundError(f"AudioQAJsonl file {str(file)!r} does not exist")
@@ -45,7 +48,7 @@ class AudioQAJsonl(Source):
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         self.rows: list[dict] = []
         reasons: list[str] = []
-        for number, row in json_lines(file):
+        for number, row in json_lines(file, max_line_bytes):
             try:
                 self.rows.append(self._row(row))
             except Exception as err:  # whatever a malformed row raises: skipped and counted, never fatal

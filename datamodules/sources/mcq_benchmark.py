@@ -43,7 +43,8 @@ class MCQBenchmark(Benchmark):
         fps: Video frames per second when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; ``None`` keeps the stored size.
-        **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format``, ``limit`` and the row limits (``max_image_pixels``,
+            ``max_line_bytes``), see `Benchmark`.
     """
 
     modality = "mcq"
@@ -125,7 +126,7 @@ class MCQBenchmark(Benchmark):
 
     def _decode(self, kind: str, ref, name: str):
         if kind == "image":
-            return tables.open_image(ref, name)
+            return self.image(ref, name)
         if kind == "video":
             return decode_video(str(ref), **self.video_sampling)
         label = name if isinstance(ref, bytes) else str(ref)
