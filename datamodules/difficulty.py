@@ -116,21 +116,47 @@ class SelectedItems(Source):
 
 
 def read_selection(path: str, source: Source) -> dict:
-    """The entry of ``source``'s modality in a selection file, checked against ``source``."""
+    """The entry of ``source``'s modality in a selection file, checked against ``source``:
+    ValueError in one line naming the file and what is wrong (not JSON, not an object where one is
+    needed, an index that is no item of ``source``, an item listed twice, or kept and held out at
+    once)."""
     file = Path(path).expanduser()
+    where = repr(str(file))
     try:
         data = json.loads(file.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"cannot read the selection file {str(file)!r}: {err}") from None
+    except (OSError, ValueError, RecursionError) as err:  # nesting past the parser's stack recurses
+        raise ValueError(f"cannot read the selection file {where}: {type(err).__name__}: "
+                         f"{str(err)[:200]}") from None
     if not isinstance(data, dict) or data.get("format") != SELECTION_FORMAT:
-        raise ValueError(f"{str(file)!r} is not a selection file of format {SELECTION_FORMAT} (zoo select)")
-    entry = data.get("modalities", {}).get(source.modality)
+        raise ValueError(f"{where} is not a selection file of format {SELECTION_FORMAT} "
+                         "(zoo select)")
+    modalities = data.get("modalities")
+    if not isinstance(modalities, dict):
+        raise ValueError(f"{where}: 'modalities' must map each modality to its selection")
+    entry = modalities.get(source.modality)
     if entry is None:
-        raise ValueError(f"{str(file)!r} holds no selection of {source.modality} items")
+        raise ValueError(f"{where} holds no selection of {source.modality} items")
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: the selection of {source.modality} items must be an object")
     expected = (entry.get("source"), entry.get("length"))
     if expected != (type(source).__name__, len(source)):
-        raise ValueError(f"{str(file)!r} was written for {expected[0]} with {expected[1]} items, not "
-                         f"{type(source).__name__} with {len(source)}")
-    if not all(isinstance(i, int) and 0 <= i < len(source) for i in [*entry["kept"], *entry["held_out"]]):
-        raise ValueError(f"{str(file)!r} lists item indices outside 0..{len(source) - 1}")
+        raise ValueError(f"{where} was written for {str(expected[0])[:80]} with "
+                         f"{str(expected[1])[:20]} items, not {type(source).__name__} with "
+                         f"{len(source)}")
+    for part in ("kept", "held_out"):
+        _check_items(entry.get(part), part, len(source), where)
+    both = sorted(set(entry["kept"]) & set(entry["held_out"]))
+    if both:
+        raise ValueError(f"{where}: items {both[:10]} are both kept and held out, so held-out "
+                         "items would be trained on; run zoo select again")
     return entry
+
+
+def _check_items(items: object, part: str, n: int, where: str) -> None:
+    """ValueError unless ``items`` is a list of distinct item indices in ``0..n-1``."""
+    if not isinstance(items, list) or not all(type(i) is int for i in items):  # True is no index
+        raise ValueError(f"{where}: {part!r} must be a list of item indices (integers)")
+    if not all(0 <= i < n for i in items):
+        raise ValueError(f"{where} lists item indices outside 0..{n - 1} in {part!r}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{where}: {part!r} lists an item more than once")
