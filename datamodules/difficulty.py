@@ -9,6 +9,8 @@ permutation, angle, option order), its content does not, so its difficulty carri
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +50,7 @@ class PassRates:
         """Rates of items ``0..n-1`` of ``modality`` (``prior`` for those never seen), ``[n]``."""
         rates = np.full(n, prior, dtype=np.float64)
         for item, rate in self.rates.get(modality, {}).items():
-            if item < n:
+            if 0 <= item < n:  # a negative index would set an item counted from the end
                 rates[item] = rate
         return rates
 
@@ -56,7 +58,30 @@ class PassRates:
         return {"rates": {m: dict(table) for m, table in self.rates.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.rates = {m: {int(i): float(r) for i, r in table.items()} for m, table in state["rates"].items()}
+        """Restore what `state_dict` wrote; ValueError in one line for anything else (a rate that is
+        not a finite number, an item that is not a non-negative index, ...), left as it was."""
+        tables = state.get("rates") if isinstance(state, dict) else None
+        if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+            raise ValueError("pass rates: 'rates' must map each modality to {item: rate}")
+        self.rates = {str(m): {_item(i, m): _rate(r, m, i) for i, r in table.items()}
+                      for m, table in tables.items()}
+
+
+def _item(value: object, modality: object) -> int:
+    """An item index of saved state (an int, or its decimal string); ValueError otherwise."""
+    index = int(value) if isinstance(value, str) and value.isdecimal() else value
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index < 0:
+        raise ValueError(f"pass rates: item {str(value)[:40]!r} of {str(modality)[:40]!r} is not a "
+                         "non-negative index")
+    return int(index)
+
+
+def _rate(value: object, modality: object, item: object) -> float:
+    """A saved pass rate: a finite number; ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"pass rates: the rate of item {str(item)[:40]} of {str(modality)[:40]!r} "
+                         f"is {str(value)[:40]}, not a finite number")
+    return float(value)
 
 
 def weights(rates: np.ndarray, mode: str, progress: float = 0.0) -> np.ndarray:
