@@ -9,6 +9,7 @@ from datamodules.sources.audio_folder import check_decoding, decode
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import inside, json_lines
 from datamodules.sources.limits import MAX_LINE_BYTES, check_limit
+from datamodules.sources.mcq_benchmark import check_writable
 from tasks import AudioQA
 
 log = logging.getLogger(__name__)
@@ -19,13 +20,14 @@ AUDIO_KEYS = ("audio", "audio_path", "audio_id", "path")  # where rows of the co
 class AudioQAJsonl(Source):
     """One `tasks.AudioQA` per usable line of a JSON-lines file.
 
-    Each line is an object with the audio file (under the first present of ``audio``, ``audio_path``,
-    ``audio_id``, ``path``), ``question``, ``choices`` (a list of at least two strings) and ``answer`` (one of
-    the choices, or its 0-based index). Audio paths are relative to ``root`` (absolute paths must lie inside
-    it too) and may not leave it. Lines that are not valid JSON objects, lack a field, give a bad answer or a
-    path outside ``root`` or to no file are skipped when the file is read: counted in ``skipped_rows`` and
-    logged once, with the first reasons. Audio that cannot be decoded is skipped at training time, as in
-    `AudioFolder`.
+    Each line is an object with the audio file (under the first present of ``audio``,
+    ``audio_path``, ``audio_id``, ``path``), ``question``, ``choices`` (a list of at least two
+    strings) and ``answer`` (one of the choices, or its 0-based index; no choice may hold an
+    answer-format tag such as ``</answer>``, which no answer format can carry). Audio paths are
+    relative to ``root`` (absolute paths must lie inside it too) and may not leave it. Lines that
+    are not valid JSON objects, lack a field, give a bad answer or a path outside ``root`` or to no
+    file are skipped when the file is read: counted in ``skipped_rows`` and logged once, with the
+    first reasons. Audio that cannot be decoded is skipped at training time, as in `AudioFolder`.
 
     Args:
         path: The ``.jsonl`` file.
@@ -76,6 +78,7 @@ class AudioQAJsonl(Source):
             answer = choices[answer]
         if answer not in choices:
             raise ValueError(f"answer {answer!r} is not one of the choices"[:200])
+        check_writable(choices)
         audio = inside(self.root, name)  # no escape from the root (.., absolute, symlinks); an existing file
         return {"audio": str(audio), "question": question, "choices": list(choices), "answer": answer}
 

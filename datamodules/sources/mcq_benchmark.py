@@ -20,7 +20,8 @@ class MCQBenchmark(Benchmark):
     `tasks.MultipleChoice`, one per usable row, in file order.
 
     Images are decoded when the file is read (an undecodable one skips its row), audio headers are read with
-    soundfile; videos are decoded when used (`VideoFolder` sampling).
+    soundfile; videos are decoded when used (`VideoFolder` sampling). A row with an option holding
+    an answer-format tag (``</answer>``) is skipped: no answer format can carry it.
 
     Args:
         path: See `Benchmark`.
@@ -104,6 +105,7 @@ class MCQBenchmark(Benchmark):
         choices = [str(v).strip() for v in values]
         if len(choices) < 2 or len(set(choices)) != len(choices):
             raise ValueError(f"bad choices: need >= 2 distinct options, got {choices}"[:200])
+        check_writable(choices)
         return choices
 
     def _answer(self, value: object, choices: list[str]) -> str:
@@ -141,3 +143,12 @@ def _checked_audio(ref):
     except Exception as err:  # LibsndfileError, RuntimeError, ...: the file is unusable
         raise ValueError(f"undecodable audio: {type(err).__name__}: {str(err)[:200]}") from None
     return ref
+
+
+def check_writable(choices: list[str]) -> None:
+    """ValueError ``unwritable option: ...`` when an option holds an answer-format tag: no answer
+    format can carry it (`tasks.answers.format_tag`), so its row could never be answered by text."""
+    for choice in choices:
+        if tag := answers.format_tag(choice):
+            raise ValueError(f"unwritable option: {choice[:80]!r} holds {tag!r}, which no answer "
+                             "format can carry")

@@ -132,6 +132,29 @@ def test_a_grounding_row_with_an_infinite_box_is_skipped(tmp_path):
     assert len(source) == 2 and source.skipped_rows == 2
 
 
+@pytest.mark.parametrize("option", ["</answer>", "<answer>left", "up</think>"])
+def test_an_option_no_answer_format_can_carry_skips_its_row_at_read(tmp_path, caplog, option):
+    """Before: the row was accepted, though an option holding a format tag can never be written
+    as an answer (``</answer>`` as the right option could never be rewarded)."""
+    import soundfile
+
+    (tmp_path / "0.png").write_bytes(png())
+    soundfile.write(tmp_path / "a.wav", np.zeros(1600, np.float32), 16000)
+    rows = [{"question": "Q?", "choices": ["left", "right"], "answer": "left", "image": "0.png",
+             "audio": "a.wav"}]
+    rows += [dict(rows[0], choices=["left", option], answer=option),  # the right option
+             dict(rows[0], choices=[option, "right"], answer="right"), rows[0]]  # a wrong one
+    path = write_lines(tmp_path / "bench.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        source = MCQBenchmark(path, image="image")
+    assert len(source) == 2 and source.skip_reasons == {"unwritable option": 2}
+    assert all(logged_once(caplog, path, [2])) and option in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        audio = AudioQAJsonl(path)
+    assert len(audio) == 2 and audio.skipped_rows == 2 and "unwritable option" in caplog.text
+
+
 # ---- memory per row: line bytes and image pixels, checked before anything is decoded ----
 def test_a_long_line_is_read_past_in_pieces_never_whole():
     """Before: a line was read whole, however long."""
