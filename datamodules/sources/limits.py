@@ -1,6 +1,7 @@
-"""Memory bounds per row, the same in every reader: the pixels of one decoded image and the bytes of one
-line of a JSONL or Charades ``.txt`` file. They are checked before anything is decoded (an image's size
-comes from its header), so an oversized row is skipped and counted, never held in memory."""
+"""Memory bounds per row, the same in every reader: the pixels of one decoded image and the bytes of
+one line of a JSONL or Charades ``.txt`` file. They are checked before anything is decoded (an
+image's size comes from its header), so an oversized row is skipped and counted, never held in
+memory."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def check_limit(value: int, name: str) -> int:
 
 def check_pixels(image: Image.Image, name: object, max_pixels: int, reduce: bool = False) -> None:
     """Refuse an opened, not yet decoded image of more than ``max_pixels`` pixels: `tasks.SkipItem`
-    (kind ``too_large``) naming ``name``. With ``reduce``, a JPEG over the limit is first set to decode
-    at 1/2, 1/4 or 1/8 scale (``draft``), when one of them fits."""
+    (kind ``too_large``) naming ``name``. With ``reduce``, a JPEG over the limit is first set to
+    decode at 1/2, 1/4 or 1/8 scale (``draft``), when one of them fits."""
     width, height = image.size
     if reduce and width * height > max_pixels and image.format == "JPEG":
         for scale in (2, 4, 8):  # what a JPEG decoder gives at the cost of a smaller image
@@ -40,14 +41,14 @@ def check_pixels(image: Image.Image, name: object, max_pixels: int, reduce: bool
                 width, height = image.size
                 break
     if width * height > max_pixels:
-        raise SkipItem(f"image too large: {name} is {width} x {height} = {width * height} pixels, over "
-                       f"max_image_pixels={max_pixels}", kind=TOO_LARGE)
+        raise SkipItem(f"image too large: {name} is {width} x {height} = {width * height} pixels, "
+                       f"over max_image_pixels={max_pixels}", kind=TOO_LARGE)
 
 
 @contextmanager
 def open_image(fp, name: object, max_pixels: int) -> Iterator[Image.Image]:
-    """``Image.open(fp)`` once its header shows at most ``max_pixels`` pixels (`check_pixels`); an image
-    past Pillow's own bomb limit is refused the same way."""
+    """``Image.open(fp)`` once its header shows at most ``max_pixels`` pixels (`check_pixels`); an
+    image past Pillow's own bomb limit is refused the same way."""
     try:
         image = Image.open(fp)
     except Image.DecompressionBombError as err:
@@ -59,7 +60,8 @@ def open_image(fp, name: object, max_pixels: int) -> Iterator[Image.Image]:
 
 def bounded_lines(file: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
     """``(line number, raw line)`` of each line of a binary file; ``None`` for a line of more than
-    ``max_bytes`` bytes (its newline not counted), which is read past in pieces, never held whole."""
+    ``max_bytes`` bytes (its newline not counted), which is read past in pieces, never held
+    whole."""
     number = 0
     while raw := file.readline(max_bytes + 1):
         number += 1
