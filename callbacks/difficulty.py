@@ -7,6 +7,9 @@ Like `callbacks.Curriculum` this callback changes what is learned: it sets the i
 
 from __future__ import annotations
 
+import math
+import numbers
+
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -109,6 +112,36 @@ class DifficultySampler(Callback):
         return {**self.rates.state_dict(), "current": self.current}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.rates.load_state_dict(state_dict)
-        current = state_dict["current"]
-        self.current = None if current is None else (int(current[0]), dict(current[1]))
+        """Restore the rates and the current epoch's weights, checked first: a ValueError in one
+        line when the checkpoint holds anything `state_dict` could not have written (a NaN or
+        infinite rate, a negative item, weights that are negative or all 0), rather than a failure
+        at the end of an epoch."""
+        rates = PassRates(self.rates.smoothing)
+        try:
+            rates.load_state_dict(state_dict)
+            current = _current(state_dict.get("current") if isinstance(state_dict, dict) else None)
+        except ValueError as err:
+            raise ValueError(f"{self.state_key} state in the checkpoint: {err}") from None
+        self.rates, self.current = rates, current
+
+
+def _current(value) -> tuple[int, dict[str, list[float]]] | None:
+    """Saved ``(epoch, {modality: item weights})``, or None; ValueError for anything else."""
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2 or not isinstance(value[1], dict):
+        raise ValueError("'current' must be None or (epoch, {modality: weights})")
+    epoch, drawn = value
+    if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
+        raise ValueError(f"the epoch of the current weights is {str(epoch)[:40]}, not an epoch")
+    for modality, values in drawn.items():
+        if not isinstance(values, list | tuple) or not all(_weight(w) for w in values) \
+                or not sum(values) > 0:
+            raise ValueError(f"the item weights of {str(modality)[:40]!r} must be finite numbers, "
+                             ">= 0 and not all 0")
+    return int(epoch), {str(m): [float(w) for w in ws] for m, ws in drawn.items()}
+
+
+def _weight(value: object) -> bool:
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0

@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image
 
 from datamodules.sources.jsonl import inside, load_rgb
+from datamodules.sources.limits import MAX_IMAGE_PIXELS
 from tasks import SkipItem
 
 _MEDIA_KEYS = {"image": "image", "video": "video", "audio": "audio", "point_cloud": "points"}
@@ -46,15 +47,17 @@ def save_messages(messages: list[dict], folder: Path, stem: str) -> list[dict]:
     return _map_media(messages, save)
 
 
-def load_messages(messages: list[dict], folder: Path) -> list[dict]:
-    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is
-    missing, leaves ``folder``, does not match its digest or does not decode."""
+def load_messages(messages: list[dict], folder: Path,
+                  max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
+    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is missing,
+    leaves ``folder``, does not match its digest, does not decode or is an image (or video strip) of
+    more than ``max_pixels`` pixels."""
 
     def load(part: dict, key: str) -> dict:
         ref = part.get(key)
         if not isinstance(ref, dict):
             return part
-        return {**part, key: decode(part["type"], _read(folder, ref), ref)}
+        return {**part, key: decode(part["type"], _read(folder, ref), ref, max_pixels)}
 
     return _map_media(messages, load)
 
@@ -103,15 +106,15 @@ def encode(kind: str, value, sampling_rate: int | None = None) -> tuple[bytes, s
     return buffer.getvalue(), "npy"
 
 
-def decode(kind: str, path: Path, ref: dict):
-    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part
-    held it; SkipItem when it does not decode."""
+def decode(kind: str, path: Path, ref: dict, max_pixels: int = MAX_IMAGE_PIXELS):
+    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part held it;
+    SkipItem when it does not decode, or is an image (or video strip) over ``max_pixels`` pixels."""
     try:
         if kind == "image":
-            return load_rgb(path)
+            return load_rgb(path, max_pixels)
         if kind == "video":
             frames = int(ref["frames"])
-            strip = np.asarray(load_rgb(path))
+            strip = np.asarray(load_rgb(path, max_pixels))
             return strip.reshape(frames, strip.shape[0] // frames, *strip.shape[1:])
         if kind == "audio":
             return read_wav(path.read_bytes())[0]

@@ -10,6 +10,8 @@ over.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -50,7 +52,7 @@ class PassRates:
         """Rates of items ``0..n-1`` of ``modality`` (``prior`` for those never seen), ``[n]``."""
         rates = np.full(n, prior, dtype=np.float64)
         for item, rate in self.rates.get(modality, {}).items():
-            if item < n:
+            if 0 <= item < n:  # a negative index would set an item counted from the end
                 rates[item] = rate
         return rates
 
@@ -58,7 +60,30 @@ class PassRates:
         return {"rates": {m: dict(table) for m, table in self.rates.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.rates = {m: {int(i): float(r) for i, r in table.items()} for m, table in state["rates"].items()}
+        """Restore what `state_dict` wrote; ValueError in one line for anything else (a rate that is
+        not a finite number, an item that is not a non-negative index, ...), left as it was."""
+        tables = state.get("rates") if isinstance(state, dict) else None
+        if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+            raise ValueError("pass rates: 'rates' must map each modality to {item: rate}")
+        self.rates = {str(m): {_item(i, m): _rate(r, m, i) for i, r in table.items()}
+                      for m, table in tables.items()}
+
+
+def _item(value: object, modality: object) -> int:
+    """An item index of saved state (an int, or its decimal string); ValueError otherwise."""
+    index = int(value) if isinstance(value, str) and value.isdecimal() else value
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index < 0:
+        raise ValueError(f"pass rates: item {str(value)[:40]!r} of {str(modality)[:40]!r} is not a "
+                         "non-negative index")
+    return int(index)
+
+
+def _rate(value: object, modality: object, item: object) -> float:
+    """A saved pass rate: a finite number; ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"pass rates: the rate of item {str(item)[:40]} of {str(modality)[:40]!r} "
+                         f"is {str(value)[:40]}, not a finite number")
+    return float(value)
 
 
 def weights(rates: np.ndarray, mode: str, progress: float = 0.0) -> np.ndarray:
@@ -122,23 +147,47 @@ class SelectedItems(Source):
 
 
 def read_selection(path: str, source: Source) -> dict:
-    """The entry of ``source``'s modality in a selection file, checked against ``source``."""
+    """The entry of ``source``'s modality in a selection file, checked against ``source``:
+    ValueError in one line naming the file and what is wrong (not JSON, not an object where one is
+    needed, an index that is no item of ``source``, an item listed twice, or kept and held out at
+    once)."""
     file = Path(path).expanduser()
+    where = repr(str(file))
     try:
         data = json.loads(file.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"cannot read the selection file {str(file)!r}: {err}") from None
+    except (OSError, ValueError, RecursionError) as err:  # nesting past the parser's stack recurses
+        raise ValueError(f"cannot read the selection file {where}: {type(err).__name__}: "
+                         f"{str(err)[:200]}") from None
     if not isinstance(data, dict) or data.get("format") != SELECTION_FORMAT:
-        raise ValueError(f"{str(file)!r} is not a selection file of format {SELECTION_FORMAT} (zoo select)")
-    entry = data.get("modalities", {}).get(source.modality)
+        raise ValueError(f"{where} is not a selection file of format {SELECTION_FORMAT} "
+                         "(zoo select)")
+    modalities = data.get("modalities")
+    if not isinstance(modalities, dict):
+        raise ValueError(f"{where}: 'modalities' must map each modality to its selection")
+    entry = modalities.get(source.modality)
     if entry is None:
-        raise ValueError(f"{str(file)!r} holds no selection of {source.modality} items")
+        raise ValueError(f"{where} holds no selection of {source.modality} items")
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: the selection of {source.modality} items must be an object")
     expected = (entry.get("source"), entry.get("length"))
     if expected != (type(source).__name__, len(source)):
-        raise ValueError(
-            f"{str(file)!r} was written for {expected[0]} with {expected[1]} items, not "
-            f"{type(source).__name__} with {len(source)}"
-        )
-    if not all(isinstance(i, int) and 0 <= i < len(source) for i in [*entry["kept"], *entry["held_out"]]):
-        raise ValueError(f"{str(file)!r} lists item indices outside 0..{len(source) - 1}")
+        raise ValueError(f"{where} was written for {str(expected[0])[:80]} with "
+                         f"{str(expected[1])[:20]} items, not {type(source).__name__} with "
+                         f"{len(source)}")
+    for part in ("kept", "held_out"):
+        _check_items(entry.get(part), part, len(source), where)
+    both = sorted(set(entry["kept"]) & set(entry["held_out"]))
+    if both:
+        raise ValueError(f"{where}: items {both[:10]} are both kept and held out, so held-out "
+                         "items would be trained on; run zoo select again")
     return entry
+
+
+def _check_items(items: object, part: str, n: int, where: str) -> None:
+    """ValueError unless ``items`` is a list of distinct item indices in ``0..n-1``."""
+    if not isinstance(items, list) or not all(type(i) is int for i in items):  # True is no index
+        raise ValueError(f"{where}: {part!r} must be a list of item indices (integers)")
+    if not all(0 <= i < n for i in items):
+        raise ValueError(f"{where} lists item indices outside 0..{n - 1} in {part!r}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{where}: {part!r} lists an item more than once")

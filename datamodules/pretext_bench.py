@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from datamodules.bench_export import FORMAT
 from datamodules.bench_files import load_messages
 from datamodules.sources.jsonl import json_lines
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, check_limit
 from tasks import Example, Reward, Task
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,10 @@ log = logging.getLogger(__name__)
 class PretextBench(LightningDataModule):
     """The examples of an exported pretext benchmark as the validation and test sets.
 
-    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable
-    media file, or a malformed line, skips its example, counted per set (``skipped``) and logged.
-    Ranks take contiguous shards of the remaining examples.
+    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable media
+    file, or a malformed line, skips its example, counted per set (``skipped``) and logged. Ranks take
+    contiguous shards of the remaining examples. A set name that leads out of ``path`` (absolute,
+    ``..``, a symlinked folder) is refused in one line when the manifest is read.
 
     Args:
         path: The exported folder (the one holding ``manifest.json``).
@@ -42,17 +44,18 @@ class PretextBench(LightningDataModule):
             ``None`` keeps every set.
         batch_size: Examples per batch on each rank.
         num_workers: DataLoader worker processes.
+        max_image_pixels: Most pixels of an image (or video strip); a larger one skips its example
+            unread.
+        max_line_bytes: Most bytes of a line of ``examples.jsonl``; a longer one is skipped, never
+            held whole.
     """
 
-    def __init__(
-        self,
-        path: str,
-        tasks: list[str] | None = None,
-        content: list[str] | None = None,
-        batch_size: int = 8,
-        num_workers: int = 0,
-    ):
+    def __init__(self, path: str, tasks: list[str] | None = None, content: list[str] | None = None,
+                 batch_size: int = 8, num_workers: int = 0,
+                 max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES):
         super().__init__()
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
+        self.max_line_bytes = check_limit(max_line_bytes, "max_line_bytes")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if num_workers < 0:
@@ -60,6 +63,7 @@ class PretextBench(LightningDataModule):
         self.root = Path(path).expanduser().resolve()
         self.manifest = read_manifest(self.root)
         sets = self.manifest["sets"]
+        self.folders = {name: set_folder(self.root, name) for name in sets}
         chosen = [name for name in sets if tasks is None or name in tasks or name.split("@")[0] in tasks]
         missing = sorted(set(tasks or []) - set(chosen) - {name.split("@")[0] for name in chosen})
         if missing:
@@ -103,7 +107,9 @@ class PretextBench(LightningDataModule):
         if self._records is None:
             self._records = []
             for name in self._tasks:
-                good = read_lines(self.root / name, self.manifest["sets"][name]["examples"], self.skipped, name)
+                expected = self.manifest["sets"][name]["examples"]
+                good = read_lines(self.folders[name], expected, self.skipped, name,
+                                  self.max_line_bytes, self.max_image_pixels)
                 self._records += [(name, line) for line in good]
                 rank_zero_info(f"[zoo] pretext bench {name}: {len(good)} examples, {self.skipped[name]} skipped")
             if not self._records:
@@ -113,10 +119,9 @@ class PretextBench(LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         records = self.records()
-        shard = records[rank * len(records) // world : (rank + 1) * len(records) // world]
-        return DataLoader(
-            _Batches(self.root, shard, self.batch_size), batch_size=None, collate_fn=list, num_workers=self.num_workers
-        )
+        shard = records[rank * len(records) // world:(rank + 1) * len(records) // world]
+        batches = _Batches(self.folders, shard, self.batch_size, self.max_image_pixels)
+        return DataLoader(batches, batch_size=None, collate_fn=list, num_workers=self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
@@ -137,6 +142,20 @@ def read_manifest(root: Path) -> dict:
     return manifest
 
 
+def set_folder(root: Path, name: str) -> Path:
+    """The folder of set ``name``, resolved: a folder under ``root``; ValueError in one line for a
+    name that leads out of it (absolute, ``..``, a symlink out) or is the root itself."""
+    manifest = root / "manifest.json"
+    try:
+        folder = (root / name).resolve()
+    except (OSError, ValueError, RuntimeError) as err:  # a NUL byte, a symlink loop
+        raise ValueError(f"{manifest}: set name {name!r} is no path ({err})") from None
+    if folder == root or not folder.is_relative_to(root):
+        raise ValueError(f"{manifest}: set name {name!r} leads out of the benchmark folder "
+                         "(absolute, '..' or a symlink out); export the benchmark again")
+    return folder
+
+
 def rebuild_task(spec: dict) -> Task:
     """The task a manifest names: a `tasks.Task` class under ``tasks.`` and its arguments."""
     module, _, name = str(spec.get("class_path", "")).rpartition(".")
@@ -146,11 +165,13 @@ def rebuild_task(spec: dict) -> Task:
     return cls(**spec.get("init_args", {}))
 
 
-def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[dict]:
-    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines
-    missing from the ``expected`` number, counted in ``skips[name]`` and logged."""
+def read_lines(folder: Path, expected: int, skips: Counter, name: str,
+               max_line_bytes: int = MAX_LINE_BYTES,
+               max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
+    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
+    the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
-    lines = list(json_lines(path)) if path.is_file() else []
+    lines = list(json_lines(path, max_line_bytes)) if path.is_file() else []
     if len(lines) < expected:
         skips[name] += expected - len(lines)
         log.warning(
@@ -165,7 +186,7 @@ def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[d
         try:
             if isinstance(line, dict) and "_error" in line:
                 raise ValueError(line["_error"])
-            to_example(folder, line)
+            to_example(folder, line, max_pixels)
         except Exception as err:  # whatever a damaged line raises: that example is skipped, not the set
             skips[name] += 1
             log.warning("skipping %s line %d: %s", path, number, f"{type(err).__name__}: {str(err)[:300]}")
@@ -174,9 +195,9 @@ def read_lines(folder: Path, expected: int, skips: Counter, name: str) -> list[d
     return good
 
 
-def to_example(folder: Path, line: dict) -> Example:
+def to_example(folder: Path, line: dict, max_pixels: int = MAX_IMAGE_PIXELS) -> Example:
     """The example of one line, media loaded; SkipItem / KeyError / ValueError when it cannot be."""
-    messages = load_messages(line["messages"], folder)
+    messages = load_messages(line["messages"], folder, max_pixels)
     return Example(messages, line["answer"], line["task"], dict(line["meta"]), uid=line["uid"])
 
 
@@ -184,8 +205,10 @@ class _Batches(IterableDataset):
     """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in
     order)."""
 
-    def __init__(self, root: Path, records: list[tuple[str, dict]], batch_size: int):
-        self.root, self.records, self.batch_size = root, records, batch_size
+    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int,
+                 max_pixels: int):
+        self.folders, self.records, self.batch_size = folders, records, batch_size
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return -(-len(self.records) // self.batch_size)
@@ -194,5 +217,5 @@ class _Batches(IterableDataset):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for b in range(worker, len(self), workers):
-            chunk = self.records[b * self.batch_size : (b + 1) * self.batch_size]
-            yield [to_example(self.root / name, line) for name, line in chunk]
+            chunk = self.records[b * self.batch_size:(b + 1) * self.batch_size]
+            yield [to_example(self.folders[name], line, self.max_pixels) for name, line in chunk]

@@ -69,6 +69,14 @@ def extract(completion: str, answer_format: str, think: bool) -> tuple[str | Non
     return answer, True
 
 
+def format_tag(text: str) -> str | None:
+    """The first answer-format tag (``<answer>``, ``</think>``, ...) in ``text``, or None. An answer
+    holding one is never extracted, in any format: an option that holds one can never be chosen by
+    its text, so readers refuse such options."""
+    found = _TAG.search(text)
+    return found[0] if found else None
+
+
 def _extract_tags(completion: str, think: bool) -> str | None:
     """The answer of a completion laid out ``<think>...</think><answer>...</answer>`` (the think
     block optional unless ``think``; whitespace around the blocks allowed): the text between the

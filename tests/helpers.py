@@ -241,3 +241,18 @@ def grpo_fit(policy, data, steps: int = 2, **grpo):
     trainer.fit(policy, data)
     assert trainer.global_step == steps and torch.isfinite(trainer.callback_metrics["train/grpo/loss"])
     return trainer
+
+
+def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
+    """The size of every image Pillow decodes from now on (``ImageFile.load`` calls that decode)."""
+    from PIL import ImageFile
+
+    sizes, load = [], ImageFile.ImageFile.load
+
+    def spy(image):
+        if image.tile:  # not decoded yet: an image is loaded again by later calls, at no cost
+            sizes.append(image.size)
+        return load(image)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", spy)
+    return sizes

@@ -328,3 +328,39 @@ def test_levels_command_prints_every_level(capsys):
     out = capsys.readouterr().out
     assert "Jigsaw  jigsaw  2x2 (rows=2, cols=2); 3x3 (rows=3, cols=3)" in out
     assert len(out.splitlines()) == len(LEVELLED)
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "dot-dot", "symlink"])
+def test_a_set_name_leading_out_of_the_folder_is_refused_at_load_in_one_line(tmp_path, spelling):
+    """Before: an absolute set name read its examples from outside the folder; ``../`` and a
+    symlinked set folder failed only example by example."""
+    export_benchmark(out=str(tmp_path / "elsewhere"), tasks=["jigsaw@3x3"], n=2)
+    outside, root = tmp_path / "elsewhere" / "jigsaw@3x3", tmp_path / "bench"
+    root.mkdir()
+    name = {"absolute": str(outside), "dot-dot": "../elsewhere/jigsaw@3x3",
+            "symlink": "jigsaw@3x3"}[spelling]
+    if spelling == "symlink":
+        (root / name).symlink_to(outside, target_is_directory=True)
+    manifest = json.loads((tmp_path / "elsewhere" / "manifest.json").read_text())
+    manifest["sets"] = {name: manifest["sets"]["jigsaw@3x3"]}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="leads out of the benchmark folder") as err:
+        PretextBench(str(root)).records()
+    assert "\n" not in str(err.value) and "manifest.json" in str(err.value)
+
+
+def test_an_image_or_a_line_over_its_limit_skips_its_example_unread(tmp_path, caplog, monkeypatch):
+    """Before: neither the pixels of an image nor the bytes of a line were bounded."""
+    from tests.helpers import decoded_sizes
+
+    export_benchmark(out=str(tmp_path), tasks=["rotation@4way"], n=2)  # 112 x 112 images
+    decoded = decoded_sizes(monkeypatch)
+    for limits, reason in [({"max_image_pixels": 112 * 112 - 1}, "image too large"),
+                           ({"max_line_bytes": 200}, "line too long")]:
+        caplog.clear()
+        bench = PretextBench(str(tmp_path), **limits)
+        with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="could be read"):
+            bench.records()
+        assert dict(bench.skipped) == {"rotation@4way": 2} and caplog.text.count(reason) == 2
+    assert not decoded
+    assert len(PretextBench(str(tmp_path), max_image_pixels=112 * 112).records()) == 2

@@ -9,6 +9,8 @@ from pathlib import Path
 from datamodules.sources.audio_folder import check_decoding, decode
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import inside, json_lines
+from datamodules.sources.limits import MAX_LINE_BYTES, check_limit
+from datamodules.sources.mcq_benchmark import check_writable
 from tasks import AudioQA
 
 log = logging.getLogger(__name__)
@@ -21,26 +23,27 @@ class AudioQAJsonl(Source):
 
     Each line is an object with the audio file (under the first present of ``audio``,
     ``audio_path``, ``audio_id``, ``path``), ``question``, ``choices`` (a list of at least two
-    strings) and ``answer`` (one of the choices, or its 0-based index). Audio paths are relative to
-    ``root`` (absolute paths must lie inside it too) and may not leave it. Lines that are not valid
-    JSON objects, lack a field, give a bad answer or a path outside ``root`` or to no file are
-    skipped when the file is read: counted in ``skipped_rows`` and logged once, with the first
-    reasons. Audio that cannot be decoded is skipped at training time, as in `AudioFolder`.
+    strings) and ``answer`` (one of the choices, or its 0-based index; no choice may hold an
+    answer-format tag such as ``</answer>``, which no answer format can carry). Audio paths are
+    relative to ``root`` (absolute paths must lie inside it too) and may not leave it. Lines that
+    are not valid JSON objects, lack a field, give a bad answer or a path outside ``root`` or to no
+    file are skipped when the file is read: counted in ``skipped_rows`` and logged once, with the
+    first reasons. Audio that cannot be decoded is skipped at training time, as in `AudioFolder`.
 
     Args:
         path: The ``.jsonl`` file.
         root: Dataset root the audio paths resolve in; ``None`` means the directory of ``path``.
         sampling_rate: Samples per second of the decoded audio.
-        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them
-            whole.
+        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them whole.
+        max_line_bytes: Most bytes of one line; a longer one is skipped, never held whole.
     """
 
     modality = "audio_qa"
 
-    def __init__(
-        self, path: str, root: str | None = None, sampling_rate: int = 16000, clip_seconds: float | None = 30.0
-    ):
+    def __init__(self, path: str, root: str | None = None, sampling_rate: int = 16000,
+                 clip_seconds: float | None = 30.0, max_line_bytes: int = MAX_LINE_BYTES):
         check_decoding(sampling_rate, clip_seconds)
+        check_limit(max_line_bytes, "max_line_bytes")
         file = Path(path).expanduser()
         if not file.is_file():
             raise FileNotFoundError(f"AudioQAJsonl file {str(file)!r} does not exist")
@@ -48,7 +51,7 @@ class AudioQAJsonl(Source):
         self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
         self.rows: list[dict] = []
         reasons: list[str] = []
-        for number, row in json_lines(file):
+        for number, row in json_lines(file, max_line_bytes):
             try:
                 self.rows.append(self._row(row))
             except Exception as err:  # whatever a malformed row raises: skipped and counted, never fatal
@@ -82,6 +85,7 @@ class AudioQAJsonl(Source):
             answer = choices[answer]
         if answer not in choices:
             raise ValueError(f"answer {answer!r} is not one of the choices"[:200])
+        check_writable(choices)
         audio = inside(self.root, name)  # no escape from the root (.., absolute, symlinks); an existing file
         return {"audio": str(audio), "question": question, "choices": list(choices), "answer": answer}
 

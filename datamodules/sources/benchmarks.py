@@ -14,15 +14,17 @@ from pathlib import Path
 from datamodules.sources import tables
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import RowSkips
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, TOO_LARGE, check_limit
 from tasks import SkipItem
 from tasks.extras import require
 
 
 class Benchmark(Source):
-    """Rows of a released benchmark file, each checked when the file is read and turned into zero or
-    more records; a bad row (missing column, undecodable image, answer not among the options, box
-    outside the image, media path leaving ``root``, ...) is skipped, counted in ``skipped_rows`` (by
-    kind in ``skip_reasons``) and logged once with the first example of each kind.
+    """Rows of a released benchmark file, each checked when the file is read and turned into zero or more
+    records; a bad row (missing column, undecodable image, answer not among the options, box outside the image,
+    media path leaving ``root``, an image or a line over its limit, ...) is skipped, counted in
+    ``skipped_rows`` (by kind in ``skip_reasons``) and logged once with the first example of each
+    kind.
 
     Args:
         path: A ``.parquet``, ``.jsonl``, ``.json`` (a list of objects), ``.tsv`` / ``.csv`` or
@@ -33,11 +35,19 @@ class Benchmark(Source):
         path_format: Turns a media path cell into a path under ``root``, e.g.
             ``"Charades_v1_480/{}.mp4"`` for bare ids.
         limit: Keep only the first this many usable items (a quick look at a large benchmark).
+        max_image_pixels: Most pixels of an image; a larger one skips its row (or item) unread:
+            its size is read from its header.
+        max_line_bytes: Most bytes of a line of a ``.jsonl`` or ``.txt`` file; a longer line is
+            skipped without being held whole.
     """
 
-    def __init__(self, path: str, root: str | None = None, path_format: str = "{}", limit: int | None = None):
+    def __init__(self, path: str, root: str | None = None, path_format: str = "{}",
+                 limit: int | None = None, max_image_pixels: int = MAX_IMAGE_PIXELS,
+                 max_line_bytes: int = MAX_LINE_BYTES):
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be >= 1 or None, got {limit}")
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
+        self.max_line_bytes = check_limit(max_line_bytes, "max_line_bytes")
         try:
             if path_format.format("x") == path_format:
                 raise ValueError
@@ -63,7 +73,7 @@ class Benchmark(Source):
         """The records of every usable row (the first ``limit``), and the skipped rows, logged."""
         skips = RowSkips(type(self).__name__, str(where))
         records: list[dict] = []
-        for number, place, row in tables.read_rows(files, type(self).__name__):
+        for number, place, row in tables.read_rows(files, type(self).__name__, self.max_line_bytes):
             if limit is not None and len(records) >= limit:
                 break
             try:
@@ -96,13 +106,18 @@ class Benchmark(Source):
         return tables.media_refs(tables.cell(row, column), self.root, self.path_format)
 
     def images(self, row: dict, column: str, name: str, strings: str = "path") -> list:
-        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError
-        if one cannot be."""
+        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError if one cannot
+        be, or (unread) if it has more than ``max_image_pixels`` pixels."""
         refs = tables.media_refs(tables.cell(row, column), self.root, self.path_format, strings)
         sizes = []
         for ref in refs:
             try:
-                sizes.append(tables.open_image(ref, name).size)
+                sizes.append(self.image(ref, name).size)
             except SkipItem as err:
-                raise ValueError(f"undecodable image: {err}") from None
+                reason = str(err) if err.kind == TOO_LARGE else f"undecodable image: {err}"
+                raise ValueError(reason) from None
         return list(zip(refs, sizes, strict=True))
+
+    def image(self, ref, name: str):
+        """The RGB image of a media reference (`tables.open_image` within ``max_image_pixels``)."""
+        return tables.open_image(ref, name, self.max_image_pixels)

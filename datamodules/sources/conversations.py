@@ -12,6 +12,7 @@ from datamodules.sources import tables
 from datamodules.sources.audio_folder import check_decoding
 from datamodules.sources.audio_folder import decode as decode_audio
 from datamodules.sources.benchmarks import Benchmark
+from datamodules.sources.limits import check_limit
 from datamodules.sources.video_folder import check_sampling
 from datamodules.sources.video_folder import decode as decode_video
 from tasks.mcq import media_part
@@ -60,47 +61,41 @@ class Conversations(Benchmark):
     - OpenAI / ms-swift messages: ``{"messages": [{"role": "user", "content": "<image>..."}, ...],
       "images": [...]}``.
 
-    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a
-    row without markers shows its media at the start of the first user turn. A row is skipped,
-    counted (``skip_reasons``) and logged once when it cannot be used: no conversation, an unknown
-    role, turns that do not alternate user / assistant, no assistant turn, markers that do not match
-    the media, media in an assistant turn, chat-template control tokens written as text
-    (``<|im_start|>``), or a media path that is missing or leads outside ``root`` (symlinks
-    included). Media are decoded when an item is used; one that does not decode skips that item
-    (counted by the data module).
+    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a row without
+    markers shows its media at the start of the first user turn. A row is skipped, counted (``skip_reasons``)
+    and logged once when it cannot be used: no conversation, an unknown role, turns that do not alternate
+    user / assistant, no assistant turn, markers that do not match the media, media in an assistant turn,
+    chat-template control tokens written as text (``<|im_start|>``), a media path that is missing or
+    leads outside ``root`` (symlinks included), more than ``max_turns`` turns, an image over
+    ``max_image_pixels`` or a line over ``max_line_bytes``. Media are decoded when an item is used;
+    one that does not decode skips that item (counted by the data module). The items of one
+    conversation share its turns: memory grows with the turns of a file, not with their square.
 
     Args:
-        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of
-            ``.parquet`` shards.
-        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's
-            last one.
+        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of ``.parquet`` shards.
+        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's last one.
+        max_turns: Most turns of one conversation (a system field not counted); a longer one is
+            skipped.
         sampling_rate: Audio samples per second.
         clip_seconds: Longest audio clip (its middle); None keeps recordings whole.
         num_frames: Frames per video (None: by ``fps``).
         fps: Video frames per second when ``num_frames`` is None.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; None keeps the stored size.
-        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder
-            of ``path``), ``path_format`` and ``limit``, see
+        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder of
+            ``path``), ``path_format``, ``limit``, ``max_image_pixels`` and ``max_line_bytes``, see
             `datamodules.sources.benchmarks.Benchmark`.
     """
 
     modality = "conversation"
 
-    def __init__(
-        self,
-        path: str,
-        turns: Literal["all", "last"] = "all",
-        sampling_rate: int = 16000,
-        clip_seconds: float | None = 30.0,
-        num_frames: int | None = 8,
-        fps: float | None = None,
-        max_frames: int = 64,
-        max_pixels: int | None = 256 * 256,
-        **kwargs,
-    ):
+    def __init__(self, path: str, turns: Literal["all", "last"] = "all", max_turns: int = 256,
+                 sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
+                 num_frames: int | None = 8, fps: float | None = None, max_frames: int = 64,
+                 max_pixels: int | None = 256 * 256, **kwargs):
         if turns not in ("all", "last"):
             raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
+        self.max_turns = check_limit(max_turns, "max_turns")
         check_decoding(sampling_rate, clip_seconds)
         self.video_sampling = dict(
             num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=0.0
@@ -110,7 +105,7 @@ class Conversations(Benchmark):
         super().__init__(path, **kwargs)
 
     def parse(self, row: dict, name: str) -> list[dict]:
-        messages = _messages(row)
+        messages = _messages(row, self.max_turns)
         media = {kind: self._refs(row, kind) for kind in KINDS}
         if not any(_MARKER.search(text) for _, text in messages):  # no markers: media open the first user turn
             first = next(i for i, (role, _) in enumerate(messages) if role == "user")
@@ -124,7 +119,10 @@ class Conversations(Benchmark):
         if not replies:
             raise ValueError("no assistant turn: the conversation holds no non-empty assistant reply")
         chosen = replies[-1:] if self.turns == "last" else replies
-        return [{"name": f"{name}#turn{i}", "turns": turns[:i], "reply": messages[i][1].strip()} for i in chosen]
+        # every item holds the same list of turns and where its history ends: a copy each would make
+        # memory grow with the square of the turns
+        return [{"name": f"{name}#turn{i}", "turns": turns, "upto": i,
+                 "reply": messages[i][1].strip()} for i in chosen]
 
     def _refs(self, row: dict, kind: str) -> list:
         """The media of ``kind`` a row lists (``image`` or ``images``, ...), each bytes or a file in
@@ -139,10 +137,8 @@ class Conversations(Benchmark):
 
     def __getitem__(self, index: int) -> Dialogue:
         record = self.records[index]
-        messages = [
-            {"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
-            for role, parts in record["turns"]
-        ]
+        messages = [{"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
+                    for role, parts in record["turns"][:record["upto"]]]
         return Dialogue(messages, record["reply"], record["name"])
 
     def _part(self, kind: str, value, name: str) -> dict:
@@ -151,19 +147,21 @@ class Conversations(Benchmark):
         if kind == "text":
             return {"type": "text", "text": value}
         if kind == "image":
-            return media_part(tables.open_image(value, name))
+            return media_part(self.image(value, name))
         if kind == "video":
             return media_part(decode_video(str(value), **self.video_sampling))
         label = name if isinstance(value, bytes) else str(value)
         return media_part(decode_audio(value, self.sampling_rate, self.clip_seconds, name=label))
 
 
-def _messages(row: dict) -> list[tuple[str, str]]:
-    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind:
-    detail`` when the row holds no valid conversation."""
+def _messages(row: dict, max_turns: int) -> list[tuple[str, str]]:
+    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind: detail`` when the
+    row holds no valid conversation, or one of more than ``max_turns`` turns."""
     turns = row.get("conversations", row.get("messages"))
     if not isinstance(turns, list) or not turns:
         raise ValueError("missing conversation: no non-empty 'conversations' or 'messages' list")
+    if len(turns) > max_turns:
+        raise ValueError(f"too many turns: {len(turns)}, over max_turns={max_turns}")
     messages = [("system", row["system"])] if isinstance(row.get("system"), str) and row["system"].strip() else []
     for turn in turns:
         if not isinstance(turn, dict):

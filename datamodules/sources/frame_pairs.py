@@ -7,6 +7,7 @@ from pathlib import Path
 
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import RowSkips, episodes, inside, load_rgb
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, check_limit
 from tasks import SkipItem
 from tasks.gui.common import FramePair
 
@@ -24,23 +25,27 @@ class FramePairs(Source):
 
     Args:
         path: The JSONL file.
-        actions: The agent's action set, in the order lettered options list it; ``None`` takes every
-            label found in the file, sorted.
+        actions: The agent's action set, in the order lettered options list it; ``None`` takes every label
+            found in the file, sorted.
+        max_image_pixels: Most pixels of a frame; a larger one skips its item, unread.
+        max_line_bytes: Most bytes of one line (episode); a longer one is skipped, never held whole.
     """
 
     modality = "frame_pair"
 
-    def __init__(self, path: str, actions: list[str] | None = None):
-        self.root, rows = episodes(path, "FramePairs")
+    def __init__(self, path: str, actions: list[str] | None = None,
+                 max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES):
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
+        check_limit(max_line_bytes, "max_line_bytes")
+        self.root, rows = episodes(path, "FramePairs", max_line_bytes)
         skips = RowSkips("FramePairs", path)
         found: list[tuple[str, str, str, int]] = []  # (before, after, label, line) still unresolved
         for line, row in rows:
-            if (
-                not isinstance(row, dict)
-                or not isinstance(row.get("frames"), list)
-                or not isinstance(row.get("actions"), list)
-                or len(row["frames"]) != len(row["actions"]) + 1
-            ):
+            if isinstance(row, dict) and "_error" in row:  # not JSON, or a line over max_line_bytes
+                skips.add(line, f"malformed row: {row['_error']}")
+                continue
+            if not isinstance(row, dict) or not isinstance(row.get("frames"), list) \
+                    or not isinstance(row.get("actions"), list) or len(row["frames"]) != len(row["actions"]) + 1:
                 skips.add(line, "missing field: an episode needs 'frames' and one fewer 'actions'")
                 continue
             found += [
@@ -66,7 +71,7 @@ class FramePairs(Source):
 
     def __getitem__(self, index: int) -> FramePair:
         before, after, label, name = self.pairs[index]
-        first, second = load_rgb(before), load_rgb(after)
+        first, second = (load_rgb(path, self.max_image_pixels) for path in (before, after))
         if first.size != second.size:
             raise SkipItem(f"{name}: frames differ in size, {first.size} and {second.size}")
         return FramePair(first, second, label, self.actions, name=name)

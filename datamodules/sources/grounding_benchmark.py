@@ -29,7 +29,8 @@ class GroundingBenchmark(Benchmark):
         expressions: Column of the referring expression: a string, or a list of strings (several
             sentences for one object).
         bbox: Column of the box.
-        **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format``, ``limit`` and the row limits (``max_image_pixels``,
+            ``max_line_bytes``), see `Benchmark`.
     """
 
     modality = "referring"
@@ -71,5 +72,5 @@ class GroundingBenchmark(Benchmark):
 
     def __getitem__(self, index: int) -> Referring:
         record = self.records[index]
-        image = tables.open_image(record["image"], record["name"])
+        image = self.image(record["image"], record["name"])
         return Referring(image, [(record["expression"], list(record["box"]))], record["name"])

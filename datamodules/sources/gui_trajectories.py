@@ -7,6 +7,7 @@ from pathlib import Path
 
 from datamodules.sources.base import Source
 from datamodules.sources.jsonl import RowSkips, episodes, inside, load_rgb
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, check_limit
 from tasks import SkipItem
 from tasks.gui.common import GUITransition, Node, check_action
 
@@ -35,16 +36,21 @@ class GUITrajectories(Source):
 
     Args:
         path: The JSONL file.
-        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper);
-            only the first is answered, the later ones need not be valid actions.
+        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper); only the
+            first is answered, the later ones need not be valid actions.
+        max_image_pixels: Most pixels of a screenshot; a larger one skips its item, unread.
+        max_line_bytes: Most bytes of one line (episode); a longer one is skipped, never held whole.
     """
 
     modality = "gui"
 
-    def __init__(self, path: str, steps: int = 1):
+    def __init__(self, path: str, steps: int = 1, max_image_pixels: int = MAX_IMAGE_PIXELS,
+                 max_line_bytes: int = MAX_LINE_BYTES):
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        self.root, rows = episodes(path, "GUITrajectories")
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
+        check_limit(max_line_bytes, "max_line_bytes")
+        self.root, rows = episodes(path, "GUITrajectories", max_line_bytes)
         self.steps = steps
         self.transitions: list[tuple[Path, Path, dict, list[Node] | None, str]] = []
         skips = RowSkips("GUITrajectories", path)
@@ -73,7 +79,7 @@ class GUITrajectories(Source):
 
     def __getitem__(self, index: int) -> GUITransition:
         before, after, action, nodes, name = self.transitions[index]
-        first, second = load_rgb(before), load_rgb(after)
+        first, second = (load_rgb(path, self.max_image_pixels) for path in (before, after))
         if first.size != second.size:
             raise SkipItem(f"{name}: screenshots differ in size, {first.size} and {second.size}")
         return GUITransition(first, second, dict(action), nodes, name=name, steps=self.steps)

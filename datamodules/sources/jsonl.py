@@ -11,14 +11,16 @@ from pathlib import Path
 
 from PIL import Image
 
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, bounded_lines, open_image
 from tasks import SkipItem
 
 log = logging.getLogger(__name__)
 
 
-def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
+def episodes(path: str, owner: str, max_line_bytes: int = MAX_LINE_BYTES
+             ) -> tuple[Path, Iterator[tuple[int, dict]]]:
     """The dataset root (the folder holding ``path``) and the ``(line number, object)`` of each
-    non-blank line.
+    non-blank line (see `json_lines`).
 
     Raises:
         FileNotFoundError: ``path`` is not a file.
@@ -26,15 +28,18 @@ def episodes(path: str, owner: str) -> tuple[Path, Iterator[tuple[int, dict]]]:
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"{owner}: {str(file)!r} is not a JSONL file")
-    return file.parent.resolve(), json_lines(file)
+    return file.parent.resolve(), json_lines(file, max_line_bytes)
 
 
-def json_lines(file: Path) -> Iterator[tuple[int, object]]:
+def json_lines(file: Path, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, object]]:
     """The ``(line number, value)`` of each non-blank line; a line that is not UTF-8 JSON (an
-    invalid byte, nesting deeper than the parser's stack, ...) comes as ``{"_error": reason}``, so
-    one bad line never stops the file."""
+    invalid byte, nesting deeper than the parser's stack, ...) or is longer than ``max_bytes``
+    (never read whole) comes as ``{"_error": reason}``, so one bad line never stops the file."""
     with open(file, "rb") as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in bounded_lines(f, max_bytes):
+            if raw is None:
+                yield number, {"_error": f"line too long: over max_line_bytes={max_bytes} bytes"}
+                continue
             try:
                 line = raw.decode("utf-8")
                 if line.strip():
@@ -56,12 +61,15 @@ def inside(root: Path, relative: object) -> Path:
     return resolved
 
 
-def load_rgb(path: Path) -> Image.Image:
-    """The image at ``path``, decoded in full and as RGB; SkipItem when it cannot be read."""
+def load_rgb(path: Path, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
+    """The image at ``path``, decoded in full and as RGB; SkipItem when it cannot be read, or (kind
+    ``too_large``, not decoded) when its header shows more than ``max_pixels`` pixels."""
     try:
-        with Image.open(path) as image:
+        with open_image(path, path, max_pixels) as image:
             image.load()
             return image.convert("RGB")
+    except SkipItem:
+        raise
     except Exception as err:  # decoders raise OSError, ValueError, SyntaxError...: all mean skip
         raise SkipItem(f"{path}: {type(err).__name__}: {err}") from err
 

@@ -20,8 +20,9 @@ class MCQBenchmark(Benchmark):
     """Multiple-choice questions about images, videos or audio: `tasks.Question` items for
     `tasks.MultipleChoice`, one per usable row, in file order.
 
-    Images are decoded when the file is read (an undecodable one skips its row), audio headers are
-    read with soundfile; videos are decoded when used (`VideoFolder` sampling).
+    Images are decoded when the file is read (an undecodable one skips its row), audio headers are read with
+    soundfile; videos are decoded when used (`VideoFolder` sampling). A row with an option holding
+    an answer-format tag (``</answer>``) is skipped: no answer format can carry it.
 
     Args:
         path: See `Benchmark`.
@@ -46,7 +47,8 @@ class MCQBenchmark(Benchmark):
         fps: Video frames per second when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; ``None`` keeps the stored size.
-        **kwargs: ``root``, ``path_format`` and ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format``, ``limit`` and the row limits (``max_image_pixels``,
+            ``max_line_bytes``), see `Benchmark`.
     """
 
     modality = "mcq"
@@ -138,6 +140,7 @@ class MCQBenchmark(Benchmark):
         choices = [str(v).strip() for v in values]
         if len(choices) < 2 or len(set(choices)) != len(choices):
             raise ValueError(f"bad choices: need >= 2 distinct options, got {choices}"[:200])
+        check_writable(choices)
         return choices
 
     def _answer(self, value: object, choices: list[str]) -> str:
@@ -161,7 +164,7 @@ class MCQBenchmark(Benchmark):
 
     def _decode(self, kind: str, ref, name: str):
         if kind == "image":
-            return tables.open_image(ref, name)
+            return self.image(ref, name)
         if kind == "video":
             return decode_video(str(ref), **self.video_sampling)
         label = name if isinstance(ref, bytes) else str(ref)
@@ -176,3 +179,12 @@ def _checked_audio(ref):
     except Exception as err:  # LibsndfileError, RuntimeError, ...: the file is unusable
         raise ValueError(f"undecodable audio: {type(err).__name__}: {str(err)[:200]}") from None
     return ref
+
+
+def check_writable(choices: list[str]) -> None:
+    """ValueError ``unwritable option: ...`` when an option holds an answer-format tag: no answer
+    format can carry it (`tasks.answers.format_tag`), so its row could never be answered by text."""
+    for choice in choices:
+        if tag := answers.format_tag(choice):
+            raise ValueError(f"unwritable option: {choice[:80]!r} holds {tag!r}, which no answer "
+                             "format can carry")

@@ -32,8 +32,8 @@ class MomentBenchmark(Benchmark):
         fps: Frames per second of video when ``num_frames`` is ``None``.
         max_frames: Most frames per video.
         max_pixels: Largest frame area; ``None`` keeps the stored size.
-        **kwargs: ``root``, ``path_format`` (``"Charades_v1_480/{}.mp4"`` for bare ids) and
-            ``limit``, see `Benchmark`.
+        **kwargs: ``root``, ``path_format`` (``"Charades_v1_480/{}.mp4"`` for bare ids),
+            ``limit`` and ``max_line_bytes``, see `Benchmark`.
     """
 
     modality = "moments"

@@ -17,6 +17,8 @@ from pathlib import Path
 from PIL import Image
 
 from datamodules.sources.jsonl import episodes, inside, load_rgb
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, MAX_LINE_BYTES, bounded_lines
+from datamodules.sources.limits import open_image as open_checked
 from tasks import SkipItem
 
 SUFFIXES = (".parquet", ".jsonl", ".json", ".tsv", ".csv", ".txt")
@@ -44,19 +46,20 @@ def table_files(path: str, owner: str) -> list[Path]:
     )
 
 
-def read_rows(files: list[Path], owner: str) -> Iterator[tuple[int, str, object]]:
-    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across
-    files (the line is the row's line in a text file, its position in a JSON list or parquet file);
-    a row that cannot be read (not JSON, not UTF-8, ...) comes as ``{"_error": reason}``, so reading
-    goes on after it."""
+def read_rows(files: list[Path], owner: str, max_line_bytes: int = MAX_LINE_BYTES
+              ) -> Iterator[tuple[int, str, object]]:
+    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across files (the
+    line is the row's line in a text file, its position in a JSON list or parquet file); a row that cannot be
+    read (not JSON, not UTF-8, a JSONL or ``.txt`` line over ``max_line_bytes``, ...) comes as
+    ``{"_error": reason}``, so reading goes on after it."""
     number = 0
     for file in files:
-        for line, row in _rows(file, owner):
+        for line, row in _rows(file, owner, max_line_bytes):
             number += 1
             yield number, f"{file}:{line}", row
 
 
-def _rows(file: Path, owner: str) -> Iterator[tuple[int, object]]:
+def _rows(file: Path, owner: str, max_line_bytes: int) -> Iterator[tuple[int, object]]:
     suffix = file.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet  # the eval extra; sources check it with tasks.extras.require first
@@ -64,11 +67,12 @@ def _rows(file: Path, owner: str) -> Iterator[tuple[int, object]]:
         batches = pyarrow.parquet.ParquetFile(file).iter_batches(batch_size=64)
         yield from enumerate((row for batch in batches for row in batch.to_pylist()), 1)
     elif suffix == ".jsonl":
-        yield from episodes(str(file), owner)[1]
+        yield from episodes(str(file), owner, max_line_bytes)[1]
     elif suffix == ".json":
         yield from enumerate(json_list(file, owner), 1)
     elif suffix == ".txt":
-        yield from ((n, _charades(line)) for n, line in _text_lines(file) if line.strip())
+        yield from ((n, _charades(line)) for n, line in _text_lines(file, max_line_bytes)
+                    if line is None or line.strip())
     else:
         csv.field_size_limit(2**31 - 1)  # MMBench's TSV holds whole base64 images in one cell
         with open(file, newline="", encoding="utf-8", errors="surrogateescape") as f:
@@ -78,12 +82,13 @@ def _rows(file: Path, owner: str) -> Iterator[tuple[int, object]]:
                 yield reader.line_num, {"_error": "not UTF-8: an invalid byte"} if undecodable else row
 
 
-def _text_lines(file: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its
-    line: it is kept as a surrogate escape, which `_charades` refuses)."""
+def _text_lines(file: Path, max_bytes: int) -> Iterator[tuple[int, str | None]]:
+    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its line: it is
+    kept as a surrogate escape, which `_charades` refuses); None for a line over ``max_bytes``."""
     with open(file, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            yield number, raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+        for number, raw in bounded_lines(f, max_bytes):
+            text = None if raw is None else raw.decode("utf-8", errors="surrogateescape")
+            yield number, None if text is None else text.rstrip("\r\n")
 
 
 def json_list(file: Path, owner: str) -> list[object]:
@@ -102,8 +107,10 @@ def json_list(file: Path, owner: str) -> list[object]:
     return rows
 
 
-def _charades(line: str) -> dict:
+def _charades(line: str | None) -> dict:
     """A Charades-STA annotation line, ``<video id> <start> <end>##<sentence>``, as a row."""
+    if line is None:
+        return {"_error": "line too long: over max_line_bytes"}
     if _UNDECODED.search(line):
         return {"_error": "not UTF-8: an invalid byte"}
     match = _CHARADES_LINE.fullmatch(line)
@@ -210,14 +217,17 @@ def _ref(value: object, root: Path, path_format: str, strings: str) -> bytes | P
         raise ValueError(f"bad path: {err}") from None
 
 
-def open_image(ref: bytes | Path, name: str) -> Image.Image:
+def open_image(ref: bytes | Path, name: str, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
     """The image of a media reference, decoded in full and as RGB; SkipItem naming ``name`` when it
-    cannot be."""
+    cannot be, or (kind ``too_large``, not decoded) when its header shows more than ``max_pixels``
+    pixels."""
     if isinstance(ref, Path):
-        return load_rgb(ref)
+        return load_rgb(ref, max_pixels)
     try:
-        with Image.open(io.BytesIO(ref)) as image:
+        with open_checked(io.BytesIO(ref), name, max_pixels) as image:
             image.load()
             return image.convert("RGB")
+    except SkipItem:
+        raise
     except Exception as err:  # decoders raise OSError, ValueError, SyntaxError...: all mean skip
         raise SkipItem(f"{name}: {type(err).__name__}: {err}") from err

@@ -2,6 +2,7 @@
 distribution, the same decisions on 1 and 2 ranks (gloo, spawned), and the same draws after a
 checkpoint round trip."""
 
+import copy
 import json
 import socket
 from collections import Counter
@@ -110,6 +111,45 @@ def test_a_resumed_run_draws_the_same_items(tmp_path):
     assert resumed.rates.rates == sampler.rates.rates
     _, forgetful = setup(DifficultySampler(mode="dgrpo"), epoch=1)  # without the state: a plain permutation
     assert [[e.meta[ITEM_KEY] for e in b] for b in forgetful.train_dataloader()] != expected
+
+
+def tamper(state: dict, what: str) -> dict:
+    """A copy of a sampler's saved state altered the way ``what`` says."""
+    state = copy.deepcopy(state)
+    rates, drawn = state["rates"]["image"], state["current"][1]
+    if what in ("a NaN rate", "an infinite rate", "a rate that is text"):
+        rates[3] = {"a NaN rate": float("nan"), "an infinite rate": float("inf")}.get(what, "0.5")
+    elif what == "a negative item":
+        rates[-1] = 0.0  # would set the rate of the last item
+    elif what == "rates not a mapping":
+        state["rates"] = {"image": [0.5, 0.5]}
+    elif what == "a negative epoch":
+        state["current"] = (-1, drawn)
+    else:
+        drawn["image"] = {"a NaN weight": [float("nan")] * ITEMS, "weights not a list": 0.5,
+                          "negative weights": [-1.0] * ITEMS, "all weights 0": [0.0] * ITEMS}[what]
+    return state
+
+
+TAMPERED = ["a NaN rate", "an infinite rate", "a rate that is text", "a negative item",
+            "rates not a mapping", "a negative epoch", "a NaN weight", "negative weights",
+            "all weights 0", "weights not a list"]
+
+
+@pytest.mark.parametrize("what", TAMPERED)
+def test_tampered_state_is_refused_when_loaded_in_one_line(tmp_path, what):
+    """Before: each loaded; a NaN rate failed only at the end of the next epoch, a negative item
+    silently set the last item's rate."""
+    sampler = DifficultySampler(mode="variance")
+    trainer, dm = setup(sampler)
+    train_epoch(sampler, trainer, dm, lambda item: item % 3)
+    torch.save(tamper(sampler.state_dict(), what), tmp_path / "state.pt")
+    resumed = DifficultySampler(mode="variance")
+    with pytest.raises(ValueError, match="DifficultySampler.* state in the checkpoint") as err:
+        resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    assert "\n" not in str(err.value) and resumed.rates.rates == {} and resumed.current is None
+    resumed.load_state_dict(sampler.state_dict())  # the untouched state loads
+    assert resumed.rates.rates == sampler.rates.rates and resumed.current == sampler.current
 
 
 def test_a_data_module_without_item_weights_is_refused():

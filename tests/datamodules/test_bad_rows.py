@@ -161,6 +161,127 @@ def test_a_grounding_row_with_an_infinite_box_is_skipped(tmp_path):
     assert len(source) == 2 and source.skipped_rows == 2
 
 
+@pytest.mark.parametrize("option", ["</answer>", "<answer>left", "up</think>"])
+def test_an_option_no_answer_format_can_carry_skips_its_row_at_read(tmp_path, caplog, option):
+    """Before: the row was accepted, though an option holding a format tag can never be written
+    as an answer (``</answer>`` as the right option could never be rewarded)."""
+    import soundfile
+
+    (tmp_path / "0.png").write_bytes(png())
+    soundfile.write(tmp_path / "a.wav", np.zeros(1600, np.float32), 16000)
+    rows = [{"question": "Q?", "choices": ["left", "right"], "answer": "left", "image": "0.png",
+             "audio": "a.wav"}]
+    rows += [dict(rows[0], choices=["left", option], answer=option),  # the right option
+             dict(rows[0], choices=[option, "right"], answer="right"), rows[0]]  # a wrong one
+    path = write_lines(tmp_path / "bench.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        source = MCQBenchmark(path, image="image")
+    assert len(source) == 2 and source.skip_reasons == {"unwritable option": 2}
+    assert all(logged_once(caplog, path, [2])) and option in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        audio = AudioQAJsonl(path)
+    assert len(audio) == 2 and audio.skipped_rows == 2 and "unwritable option" in caplog.text
+
+
+# ---- memory per row: line bytes and image pixels, checked before anything is decoded ----
+def test_a_long_line_is_read_past_in_pieces_never_whole():
+    """Before: a line was read whole, however long."""
+    import io
+
+    from datamodules.sources.limits import bounded_lines
+
+    class Spy(io.BytesIO):
+        biggest = 0
+
+        def readline(self, size=-1):
+            line = super().readline(size)
+            Spy.biggest = max(Spy.biggest, len(line))
+            return line
+
+    data = b'{"a": 1}\n' + b"x" * (3 * 2**20) + b'\n{"b": 2}\n' + b"y" * 101
+    found = list(bounded_lines(Spy(data), 100))
+    assert found == [(1, b'{"a": 1}\n'), (2, None), (3, b'{"b": 2}\n'), (4, None)]
+    assert Spy.biggest <= 2**20
+    assert list(bounded_lines(io.BytesIO(b"z" * 100 + b"\n" + b"z" * 100), 100)) == [
+        (1, b"z" * 100 + b"\n"), (2, b"z" * 100)]  # exactly the bound: kept
+
+
+def test_a_line_over_max_line_bytes_is_skipped_by_every_jsonl_reader(tmp_path, caplog):
+    """Before: no reader bounded a line (one could hold gigabytes)."""
+    import soundfile
+
+    for i in range(2):
+        Image.new("RGB", (16, 16), (0, 10 * i, 0)).save(tmp_path / f"{i}.png")
+    soundfile.write(tmp_path / "a.wav", np.zeros(1600, np.float32), 16000)
+    rows = {
+        GUITrajectories: {"screenshots": ["0.png", "1.png"], "actions": [{"action_type": "wait"}]},
+        FramePairs: {"frames": ["0.png", "1.png"], "actions": ["left"]},
+        AudioQAJsonl: {"audio": "a.wav", "question": "What?", "choices": ["a", "b"], "answer": "a"},
+        MCQBenchmark: {"question": "Q?", "choices": ["left", "right"], "answer": "left",
+                       "image": "0.png"},
+    }
+    for cls, good in rows.items():
+        caplog.clear()
+        path = write_lines(tmp_path / "rows.jsonl", [good, dict(good, pad="x" * 3000), good])
+        extra = {"image": "image"} if cls is MCQBenchmark else {}
+        with caplog.at_level(logging.WARNING):
+            source = cls(path, max_line_bytes=1000, **extra)
+        skipped = getattr(source, "skipped_rows", getattr(source, "skipped", None))
+        assert (len(source), skipped) == (2, 1), cls.__name__
+        assert all(logged_once(caplog, path, [2])) and "line too long" in caplog.text, cls.__name__
+        assert len(cls(path, max_line_bytes=4000, **extra)) == 3
+
+
+def test_an_image_over_max_image_pixels_in_a_tsv_cell_skips_its_row_unread(tmp_path, caplog,
+                                                                           monkeypatch):
+    """Before: a 13000 x 13000 PNG in a TSV cell was decoded whole when the file was read (+800 MB),
+    under Pillow's own limit."""
+    import base64
+
+    from tests.helpers import decoded_sizes
+
+    cells = [base64.b64encode(png(size=size)).decode() for size in [(10, 10), (40, 30), (10, 10)]]
+    lines = [f"Q{i}?\tleft\tright\tA\t{cell}\n" for i, cell in enumerate(cells)]
+    (tmp_path / "bench.tsv").write_text("question\tA\tB\tanswer\timage\n" + "".join(lines))
+    decoded = decoded_sizes(monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        source = MCQBenchmark(str(tmp_path / "bench.tsv"), choices=["A", "B"], answer_as="letter",
+                              image="image", image_strings="base64", max_image_pixels=400)
+    assert len(source) == 2 and source.skip_reasons == {"image too large": 1}
+    assert f"{tmp_path / 'bench.tsv'}:3" in caplog.text and "1200 pixels" in caplog.text
+    assert decoded == [(10, 10), (10, 10)]  # the large one never decoded
+
+
+def test_images_over_max_image_pixels_skip_their_item_unread_when_used(tmp_path, monkeypatch):
+    """Sources that decode when an item is used: screenshots, frames, conversation images, RGB-D."""
+    from datamodules import Conversations, RGBDFolder
+    from tasks import SkipItem
+    from tests.helpers import decoded_sizes
+
+    for i in range(2):
+        Image.new("RGB", (20, 20), (0, 10 * i, 0)).save(tmp_path / f"{i}.png")
+    (tmp_path / "rgbd" / "rgb").mkdir(parents=True)
+    (tmp_path / "rgbd" / "depth").mkdir()
+    Image.new("RGB", (20, 20)).save(tmp_path / "rgbd" / "rgb" / "a.png")
+    Image.fromarray(np.full((4, 4), 1000, np.uint16)).save(tmp_path / "rgbd" / "depth" / "a.png")
+    episode = {"screenshots": ["0.png", "1.png"], "actions": [{"action_type": "wait"}]}
+    chat = {"image": "0.png", "conversations": [{"from": "human", "value": "<image>What?"},
+                                                {"from": "gpt", "value": "Green."}]}
+    decoded = decoded_sizes(monkeypatch)
+    pair = {"frames": ["0.png", "1.png"], "actions": ["left"]}
+    limit = {"max_image_pixels": 399}
+    sources = [GUITrajectories(write_lines(tmp_path / "gui.jsonl", [episode]), **limit),
+               FramePairs(write_lines(tmp_path / "pairs.jsonl", [pair]), **limit),
+               Conversations(write_lines(tmp_path / "chat.jsonl", [chat]), **limit),
+               RGBDFolder(str(tmp_path / "rgbd"), **limit)]
+    for source in sources:
+        with pytest.raises(SkipItem, match="image too large.*400 pixels") as err:
+            source[0]
+        assert err.value.kind == "too_large", type(source).__name__
+    assert decoded == [(4, 4)]  # the depth map only: no 20 x 20 image decoded
+
+
 # ---- truncated ASCII point clouds ----
 def point_cloud_files(folder, points: np.ndarray) -> list:
     """The same cloud as ASCII .ply, ASCII .pcd and .pts."""

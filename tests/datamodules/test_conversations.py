@@ -154,3 +154,16 @@ def test_data_module_holds_out_the_last_turns_and_gives_demonstrations(media):
     batch = next(iter(data.train_dataloader()))
     assert len(batch) == 2 and all(data.demonstration(ex) in ("A bus.", "Red") for ex in batch)
     assert data.verify(held_out[1], "red").parts["accuracy"] == 1.0
+
+
+def test_a_conversation_over_max_turns_is_skipped_and_items_share_their_history(media):
+    """Before: every item copied the history before it, so memory grew with the square of the turns
+    (16,000 turns in one line: +500 MB), and no row was too long."""
+    long = {"conversations": (TURNS[2:] * 4)[:7] + [TURNS[1]]}  # 8 turns
+    chat = {"image": "img/0.png", "conversations": TURNS + TURNS[2:]}  # 6 turns
+    source = Conversations(write(media, [chat, long]), max_turns=6)
+    assert len(source) == 3 and source.skip_reasons == {"too many turns": 1}
+    assert len({id(record["turns"]) for record in source.records}) == 1  # one list, not 3 copies
+    assert [len(source[i].messages) for i in range(3)] == [1, 3, 5]
+    assert source[2].messages[3]["content"] == [{"type": "text", "text": "Red"}]
+    assert len(Conversations(write(media, [long]), max_turns=8)) == 4

@@ -8,6 +8,7 @@ from PIL import Image
 
 from datamodules import ImageFolder, PretextDataModule
 from tasks import Example, SkipItem, Task
+from tests.helpers import decoded_sizes
 
 
 class Brightness(Task):
@@ -126,3 +127,32 @@ def test_a_folder_of_broken_files_raises(tmp_path):
     dm = PretextDataModule(ImageFolder(str(tmp_path)), Brightness(), batch_size=2, val_size=0)
     with pytest.raises(ValueError, match="source looks broken"):
         list(dm.train_dataloader())
+
+
+def test_an_image_over_max_image_pixels_is_skipped_unread_and_counted(tmp_path, monkeypatch):
+    """Before: no limit below Pillow's own (a 13000 x 13000 image was decoded whole)."""
+    for i in range(6):
+        save(tmp_path / f"good{i}.png", 20 * i, size=(10, 10))
+    save(tmp_path / "huge.png", 50, size=(40, 40))
+    source = ImageFolder(str(tmp_path), max_image_pixels=400)
+    decoded = decoded_sizes(monkeypatch)
+    with pytest.raises(SkipItem, match="image too large.*huge.png.*1600 pixels") as err:
+        source[source.paths.index(str(tmp_path / "huge.png"))]
+    assert err.value.kind == "too_large" and not decoded  # refused from the header alone
+    dm = PretextDataModule(source, Brightness(), batch_size=3, val_size=0)
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 2 and all(e.meta["size"] == (10, 10) for b in batches for e in b)
+    assert dm.skip_counts[("ImageFolder", "too_large")] >= 1 and max(decoded) == (10, 10)
+
+
+def test_a_jpeg_over_max_image_pixels_decodes_at_a_scale_that_fits(tmp_path, monkeypatch):
+    noise = np.random.default_rng(0).integers(0, 256, (64, 96, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(tmp_path / "big.jpg", quality=90)
+    decoded = decoded_sizes(monkeypatch)
+    assert ImageFolder(str(tmp_path), max_image_pixels=48 * 32)[0].size == (48, 32)  # 1/2 scale
+    assert ImageFolder(str(tmp_path), max_image_pixels=12 * 8)[0].size == (12, 8)  # 1/8 scale
+    with pytest.raises(SkipItem, match="image too large"):
+        ImageFolder(str(tmp_path), max_image_pixels=12 * 8 - 1)[0]  # not even 1/8 fits
+    assert decoded == [(48, 32), (12, 8)]
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        ImageFolder(str(tmp_path), max_image_pixels=0)

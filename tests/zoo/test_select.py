@@ -100,3 +100,39 @@ def test_zoo_select_scores_a_tiny_policy_and_writes_what_it_kept(tmp_path, capsy
 def test_bad_options_are_one_line_errors():
     with pytest.raises(SystemExit, match="--lo < --hi"):
         main(["select", "--config", CONFIG, "--lo", "0.9", "--hi", "0.1"])
+
+
+GOOD = {"source": "Numbers", "length": 10, "kept": [1, 2, 3], "held_out": [8, 9], "pass_rates": {}}
+
+
+def of(entry) -> dict:
+    return {"format": 1, "modalities": {"image": entry}}
+
+
+# before: the first five raised RecursionError, AttributeError (2), KeyError and TypeError
+# tracebacks; the last four were accepted (True read as item 1, items listed twice, held-out items
+# trained on)
+BAD_SELECTIONS = {
+    "nested too deep": ("[" * 100_000 + "]" * 100_000, "cannot read"),
+    "modalities a list": ({"format": 1, "modalities": []}, "'modalities' must map"),
+    "entry a list": (of([]), "must be an object"),
+    "no kept": (of({k: v for k, v in GOOD.items() if k != "kept"}), "'kept' must be a list"),
+    "kept a number": (of({**GOOD, "kept": 3}), "'kept' must be a list"),
+    "an index true": (of({**GOOD, "kept": [True]}), "integers"),
+    "an index twice": (of({**GOOD, "kept": [1, 1]}), "more than once"),
+    "held out twice": (of({**GOOD, "held_out": [9, 9]}), "more than once"),
+    "kept and held out": (of({**GOOD, "held_out": [3, 9]}), r"items \[3\] are both kept and held"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_SELECTIONS, ids=str)
+def test_a_malformed_or_inconsistent_selection_is_refused_at_load_in_one_line(tmp_path, bad):
+    content, reason = BAD_SELECTIONS[bad]
+    path = tmp_path / "selection.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    for part in ("kept", "held_out"):
+        with pytest.raises(ValueError, match=reason) as err:
+            SelectedItems(Numbers(10), str(path), part=part)
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
+    path.write_text(json.dumps(of(GOOD)))
+    assert len(SelectedItems(Numbers(10), str(path))) == 3
