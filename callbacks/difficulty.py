@@ -135,10 +135,8 @@ def _current(value) -> tuple[int, dict[str, list[float]]] | None:
     if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
         raise ValueError(f"the epoch of the current weights is {str(epoch)[:40]}, not an epoch")
     for modality, values in drawn.items():
-        if not isinstance(values, list | tuple) or not all(_weight(w) for w in values) \
-                or not sum(values) > 0:
-            raise ValueError(f"the item weights of {str(modality)[:40]!r} must be finite numbers, "
-                             ">= 0 and not all 0")
+        if not isinstance(values, list | tuple) or not all(_weight(w) for w in values) or not sum(values) > 0:
+            raise ValueError(f"the item weights of {str(modality)[:40]!r} must be finite numbers, >= 0 and not all 0")
     return int(epoch), {str(m): [float(w) for w in ws] for m, ws in drawn.items()}
 
 

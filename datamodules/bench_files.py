@@ -47,11 +47,10 @@ def save_messages(messages: list[dict], folder: Path, stem: str) -> list[dict]:
     return _map_media(messages, save)
 
 
-def load_messages(messages: list[dict], folder: Path,
-                  max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
-    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is missing,
-    leaves ``folder``, does not match its digest, does not decode or is an image (or video strip) of
-    more than ``max_pixels`` pixels."""
+def load_messages(messages: list[dict], folder: Path, max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
+    """The messages `save_messages` wrote, media decoded again; SkipItem naming the file when one is
+    missing, leaves ``folder``, does not match its digest, does not decode or is an image (or video
+    strip) of more than ``max_pixels`` pixels."""
 
     def load(part: dict, key: str) -> dict:
         ref = part.get(key)
@@ -107,8 +106,9 @@ def encode(kind: str, value, sampling_rate: int | None = None) -> tuple[bytes, s
 
 
 def decode(kind: str, path: Path, ref: dict, max_pixels: int = MAX_IMAGE_PIXELS):
-    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part held it;
-    SkipItem when it does not decode, or is an image (or video strip) over ``max_pixels`` pixels."""
+    """One medium read back from ``path`` (``ref`` is its reference in the part) as the content part
+    held it; SkipItem when it does not decode, or is an image (or video strip) over ``max_pixels``
+    pixels."""
     try:
         if kind == "image":
             return load_rgb(path, max_pixels)

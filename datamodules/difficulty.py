@@ -65,24 +65,24 @@ class PassRates:
         tables = state.get("rates") if isinstance(state, dict) else None
         if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
             raise ValueError("pass rates: 'rates' must map each modality to {item: rate}")
-        self.rates = {str(m): {_item(i, m): _rate(r, m, i) for i, r in table.items()}
-                      for m, table in tables.items()}
+        self.rates = {str(m): {_item(i, m): _rate(r, m, i) for i, r in table.items()} for m, table in tables.items()}
 
 
 def _item(value: object, modality: object) -> int:
     """An item index of saved state (an int, or its decimal string); ValueError otherwise."""
     index = int(value) if isinstance(value, str) and value.isdecimal() else value
     if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index < 0:
-        raise ValueError(f"pass rates: item {str(value)[:40]!r} of {str(modality)[:40]!r} is not a "
-                         "non-negative index")
+        raise ValueError(f"pass rates: item {str(value)[:40]!r} of {str(modality)[:40]!r} is not a non-negative index")
     return int(index)
 
 
 def _rate(value: object, modality: object, item: object) -> float:
     """A saved pass rate: a finite number; ValueError otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"pass rates: the rate of item {str(item)[:40]} of {str(modality)[:40]!r} "
-                         f"is {str(value)[:40]}, not a finite number")
+        raise ValueError(
+            f"pass rates: the rate of item {str(item)[:40]} of {str(modality)[:40]!r} "
+            f"is {str(value)[:40]}, not a finite number"
+        )
     return float(value)
 
 
@@ -156,11 +156,9 @@ def read_selection(path: str, source: Source) -> dict:
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError, RecursionError) as err:  # nesting past the parser's stack recurses
-        raise ValueError(f"cannot read the selection file {where}: {type(err).__name__}: "
-                         f"{str(err)[:200]}") from None
+        raise ValueError(f"cannot read the selection file {where}: {type(err).__name__}: {str(err)[:200]}") from None
     if not isinstance(data, dict) or data.get("format") != SELECTION_FORMAT:
-        raise ValueError(f"{where} is not a selection file of format {SELECTION_FORMAT} "
-                         "(zoo select)")
+        raise ValueError(f"{where} is not a selection file of format {SELECTION_FORMAT} (zoo select)")
     modalities = data.get("modalities")
     if not isinstance(modalities, dict):
         raise ValueError(f"{where}: 'modalities' must map each modality to its selection")
@@ -171,15 +169,19 @@ def read_selection(path: str, source: Source) -> dict:
         raise ValueError(f"{where}: the selection of {source.modality} items must be an object")
     expected = (entry.get("source"), entry.get("length"))
     if expected != (type(source).__name__, len(source)):
-        raise ValueError(f"{where} was written for {str(expected[0])[:80]} with "
-                         f"{str(expected[1])[:20]} items, not {type(source).__name__} with "
-                         f"{len(source)}")
+        raise ValueError(
+            f"{where} was written for {str(expected[0])[:80]} with "
+            f"{str(expected[1])[:20]} items, not {type(source).__name__} with "
+            f"{len(source)}"
+        )
     for part in ("kept", "held_out"):
         _check_items(entry.get(part), part, len(source), where)
     both = sorted(set(entry["kept"]) & set(entry["held_out"]))
     if both:
-        raise ValueError(f"{where}: items {both[:10]} are both kept and held out, so held-out "
-                         "items would be trained on; run zoo select again")
+        raise ValueError(
+            f"{where}: items {both[:10]} are both kept and held out, so held-out "
+            "items would be trained on; run zoo select again"
+        )
     return entry
 
 

@@ -30,10 +30,10 @@ log = logging.getLogger(__name__)
 class PretextBench(LightningDataModule):
     """The examples of an exported pretext benchmark as the validation and test sets.
 
-    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable media
-    file, or a malformed line, skips its example, counted per set (``skipped``) and logged. Ranks take
-    contiguous shards of the remaining examples. A set name that leads out of ``path`` (absolute,
-    ``..``, a symlinked folder) is refused in one line when the manifest is read.
+    Every example is read once when the data is set up: a missing, altered (sha256) or undecodable
+    media file, or a malformed line, skips its example, counted per set (``skipped``) and logged.
+    Ranks take contiguous shards of the remaining examples. A set name that leads out of ``path``
+    (absolute, ``..``, a symlinked folder) is refused in one line when the manifest is read.
 
     Args:
         path: The exported folder (the one holding ``manifest.json``).
@@ -50,9 +50,16 @@ class PretextBench(LightningDataModule):
             held whole.
     """
 
-    def __init__(self, path: str, tasks: list[str] | None = None, content: list[str] | None = None,
-                 batch_size: int = 8, num_workers: int = 0,
-                 max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(
+        self,
+        path: str,
+        tasks: list[str] | None = None,
+        content: list[str] | None = None,
+        batch_size: int = 8,
+        num_workers: int = 0,
+        max_image_pixels: int = MAX_IMAGE_PIXELS,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ):
         super().__init__()
         self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
         self.max_line_bytes = check_limit(max_line_bytes, "max_line_bytes")
@@ -108,8 +115,9 @@ class PretextBench(LightningDataModule):
             self._records = []
             for name in self._tasks:
                 expected = self.manifest["sets"][name]["examples"]
-                good = read_lines(self.folders[name], expected, self.skipped, name,
-                                  self.max_line_bytes, self.max_image_pixels)
+                good = read_lines(
+                    self.folders[name], expected, self.skipped, name, self.max_line_bytes, self.max_image_pixels
+                )
                 self._records += [(name, line) for line in good]
                 rank_zero_info(f"[zoo] pretext bench {name}: {len(good)} examples, {self.skipped[name]} skipped")
             if not self._records:
@@ -119,7 +127,7 @@ class PretextBench(LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         records = self.records()
-        shard = records[rank * len(records) // world:(rank + 1) * len(records) // world]
+        shard = records[rank * len(records) // world : (rank + 1) * len(records) // world]
         batches = _Batches(self.folders, shard, self.batch_size, self.max_image_pixels)
         return DataLoader(batches, batch_size=None, collate_fn=list, num_workers=self.num_workers)
 
@@ -151,8 +159,10 @@ def set_folder(root: Path, name: str) -> Path:
     except (OSError, ValueError, RuntimeError) as err:  # a NUL byte, a symlink loop
         raise ValueError(f"{manifest}: set name {name!r} is no path ({err})") from None
     if folder == root or not folder.is_relative_to(root):
-        raise ValueError(f"{manifest}: set name {name!r} leads out of the benchmark folder "
-                         "(absolute, '..' or a symlink out); export the benchmark again")
+        raise ValueError(
+            f"{manifest}: set name {name!r} leads out of the benchmark folder "
+            "(absolute, '..' or a symlink out); export the benchmark again"
+        )
     return folder
 
 
@@ -165,11 +175,16 @@ def rebuild_task(spec: dict) -> Task:
     return cls(**spec.get("init_args", {}))
 
 
-def read_lines(folder: Path, expected: int, skips: Counter, name: str,
-               max_line_bytes: int = MAX_LINE_BYTES,
-               max_pixels: int = MAX_IMAGE_PIXELS) -> list[dict]:
-    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines missing from
-    the ``expected`` number, counted in ``skips[name]`` and logged."""
+def read_lines(
+    folder: Path,
+    expected: int,
+    skips: Counter,
+    name: str,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_pixels: int = MAX_IMAGE_PIXELS,
+) -> list[dict]:
+    """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines
+    missing from the ``expected`` number, counted in ``skips[name]`` and logged."""
     path, good = folder / "examples.jsonl", []
     lines = list(json_lines(path, max_line_bytes)) if path.is_file() else []
     if len(lines) < expected:
@@ -205,8 +220,7 @@ class _Batches(IterableDataset):
     """Batches of examples read from disk; with workers, batch ``b`` comes from worker ``b % K`` (in
     order)."""
 
-    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int,
-                 max_pixels: int):
+    def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int, max_pixels: int):
         self.folders, self.records, self.batch_size = folders, records, batch_size
         self.max_pixels = max_pixels
 
@@ -217,5 +231,5 @@ class _Batches(IterableDataset):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         for b in range(worker, len(self), workers):
-            chunk = self.records[b * self.batch_size:(b + 1) * self.batch_size]
+            chunk = self.records[b * self.batch_size : (b + 1) * self.batch_size]
             yield [to_example(self.folders[name], line, self.max_pixels) for name, line in chunk]

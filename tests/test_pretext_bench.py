@@ -337,8 +337,7 @@ def test_a_set_name_leading_out_of_the_folder_is_refused_at_load_in_one_line(tmp
     export_benchmark(out=str(tmp_path / "elsewhere"), tasks=["jigsaw@3x3"], n=2)
     outside, root = tmp_path / "elsewhere" / "jigsaw@3x3", tmp_path / "bench"
     root.mkdir()
-    name = {"absolute": str(outside), "dot-dot": "../elsewhere/jigsaw@3x3",
-            "symlink": "jigsaw@3x3"}[spelling]
+    name = {"absolute": str(outside), "dot-dot": "../elsewhere/jigsaw@3x3", "symlink": "jigsaw@3x3"}[spelling]
     if spelling == "symlink":
         (root / name).symlink_to(outside, target_is_directory=True)
     manifest = json.loads((tmp_path / "elsewhere" / "manifest.json").read_text())
@@ -355,8 +354,10 @@ def test_an_image_or_a_line_over_its_limit_skips_its_example_unread(tmp_path, ca
 
     export_benchmark(out=str(tmp_path), tasks=["rotation@4way"], n=2)  # 112 x 112 images
     decoded = decoded_sizes(monkeypatch)
-    for limits, reason in [({"max_image_pixels": 112 * 112 - 1}, "image too large"),
-                           ({"max_line_bytes": 200}, "line too long")]:
+    for limits, reason in [
+        ({"max_image_pixels": 112 * 112 - 1}, "image too large"),
+        ({"max_line_bytes": 200}, "line too long"),
+    ]:
         caplog.clear()
         bench = PretextBench(str(tmp_path), **limits)
         with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="could be read"):

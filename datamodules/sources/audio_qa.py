@@ -34,14 +34,21 @@ class AudioQAJsonl(Source):
         path: The ``.jsonl`` file.
         root: Dataset root the audio paths resolve in; ``None`` means the directory of ``path``.
         sampling_rate: Samples per second of the decoded audio.
-        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them whole.
+        clip_seconds: Longest clip, cut from the middle of longer recordings; ``None`` keeps them
+            whole.
         max_line_bytes: Most bytes of one line; a longer one is skipped, never held whole.
     """
 
     modality = "audio_qa"
 
-    def __init__(self, path: str, root: str | None = None, sampling_rate: int = 16000,
-                 clip_seconds: float | None = 30.0, max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(
+        self,
+        path: str,
+        root: str | None = None,
+        sampling_rate: int = 16000,
+        clip_seconds: float | None = 30.0,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ):
         check_decoding(sampling_rate, clip_seconds)
         check_limit(max_line_bytes, "max_line_bytes")
         file = Path(path).expanduser()

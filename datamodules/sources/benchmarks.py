@@ -20,11 +20,11 @@ from tasks.extras import require
 
 
 class Benchmark(Source):
-    """Rows of a released benchmark file, each checked when the file is read and turned into zero or more
-    records; a bad row (missing column, undecodable image, answer not among the options, box outside the image,
-    media path leaving ``root``, an image or a line over its limit, ...) is skipped, counted in
-    ``skipped_rows`` (by kind in ``skip_reasons``) and logged once with the first example of each
-    kind.
+    """Rows of a released benchmark file, each checked when the file is read and turned into zero or
+    more records; a bad row (missing column, undecodable image, answer not among the options, box
+    outside the image, media path leaving ``root``, an image or a line over its limit, ...) is
+    skipped, counted in ``skipped_rows`` (by kind in ``skip_reasons``) and logged once with the
+    first example of each kind.
 
     Args:
         path: A ``.parquet``, ``.jsonl``, ``.json`` (a list of objects), ``.tsv`` / ``.csv`` or
@@ -41,9 +41,15 @@ class Benchmark(Source):
             skipped without being held whole.
     """
 
-    def __init__(self, path: str, root: str | None = None, path_format: str = "{}",
-                 limit: int | None = None, max_image_pixels: int = MAX_IMAGE_PIXELS,
-                 max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(
+        self,
+        path: str,
+        root: str | None = None,
+        path_format: str = "{}",
+        limit: int | None = None,
+        max_image_pixels: int = MAX_IMAGE_PIXELS,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ):
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be >= 1 or None, got {limit}")
         self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
@@ -106,8 +112,8 @@ class Benchmark(Source):
         return tables.media_refs(tables.cell(row, column), self.root, self.path_format)
 
     def images(self, row: dict, column: str, name: str, strings: str = "path") -> list:
-        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError if one cannot
-        be, or (unread) if it has more than ``max_image_pixels`` pixels."""
+        """``(reference, size)`` of each image of a row's cell, checked by decoding it; ValueError
+        if one cannot be, or (unread) if it has more than ``max_image_pixels`` pixels."""
         refs = tables.media_refs(tables.cell(row, column), self.root, self.path_format, strings)
         sizes = []
         for ref in refs:

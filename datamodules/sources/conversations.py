@@ -61,19 +61,22 @@ class Conversations(Benchmark):
     - OpenAI / ms-swift messages: ``{"messages": [{"role": "user", "content": "<image>..."}, ...],
       "images": [...]}``.
 
-    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a row without
-    markers shows its media at the start of the first user turn. A row is skipped, counted (``skip_reasons``)
-    and logged once when it cannot be used: no conversation, an unknown role, turns that do not alternate
-    user / assistant, no assistant turn, markers that do not match the media, media in an assistant turn,
-    chat-template control tokens written as text (``<|im_start|>``), a media path that is missing or
-    leads outside ``root`` (symlinks included), more than ``max_turns`` turns, an image over
-    ``max_image_pixels`` or a line over ``max_line_bytes``. Media are decoded when an item is used;
-    one that does not decode skips that item (counted by the data module). The items of one
-    conversation share its turns: memory grows with the turns of a file, not with their square.
+    ``<image>``, ``<video>`` and ``<audio>`` markers place the media in the user turns, in order; a
+    row without markers shows its media at the start of the first user turn. A row is skipped,
+    counted (``skip_reasons``) and logged once when it cannot be used: no conversation, an unknown
+    role, turns that do not alternate user / assistant, no assistant turn, markers that do not match
+    the media, media in an assistant turn, chat-template control tokens written as text
+    (``<|im_start|>``), a media path that is missing or leads outside ``root`` (symlinks included),
+    more than ``max_turns`` turns, an image over ``max_image_pixels`` or a line over
+    ``max_line_bytes``. Media are decoded when an item is used; one that does not decode skips that
+    item (counted by the data module). The items of one conversation share its turns: memory grows
+    with the turns of a file, not with their square.
 
     Args:
-        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of ``.parquet`` shards.
-        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's last one.
+        path: A ``.jsonl`` / ``.json`` (a list of rows) / ``.parquet`` file, or a folder of
+            ``.parquet`` shards.
+        turns: ``all``: an item for every assistant turn; ``last``: only for each conversation's
+            last one.
         max_turns: Most turns of one conversation (a system field not counted); a longer one is
             skipped.
         sampling_rate: Audio samples per second.
@@ -82,17 +85,26 @@ class Conversations(Benchmark):
         fps: Video frames per second when ``num_frames`` is None.
         max_frames: Most frames per video.
         max_pixels: Largest video frame area; None keeps the stored size.
-        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder of
-            ``path``), ``path_format``, ``limit``, ``max_image_pixels`` and ``max_line_bytes``, see
-            `datamodules.sources.benchmarks.Benchmark`.
+        **kwargs: ``root`` (media paths are relative to it and may not leave it; default: the folder
+            of ``path``), ``path_format``, ``limit``, ``max_image_pixels`` and ``max_line_bytes``,
+            see `datamodules.sources.benchmarks.Benchmark`.
     """
 
     modality = "conversation"
 
-    def __init__(self, path: str, turns: Literal["all", "last"] = "all", max_turns: int = 256,
-                 sampling_rate: int = 16000, clip_seconds: float | None = 30.0,
-                 num_frames: int | None = 8, fps: float | None = None, max_frames: int = 64,
-                 max_pixels: int | None = 256 * 256, **kwargs):
+    def __init__(
+        self,
+        path: str,
+        turns: Literal["all", "last"] = "all",
+        max_turns: int = 256,
+        sampling_rate: int = 16000,
+        clip_seconds: float | None = 30.0,
+        num_frames: int | None = 8,
+        fps: float | None = None,
+        max_frames: int = 64,
+        max_pixels: int | None = 256 * 256,
+        **kwargs,
+    ):
         if turns not in ("all", "last"):
             raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
         self.max_turns = check_limit(max_turns, "max_turns")
@@ -121,8 +133,7 @@ class Conversations(Benchmark):
         chosen = replies[-1:] if self.turns == "last" else replies
         # every item holds the same list of turns and where its history ends: a copy each would make
         # memory grow with the square of the turns
-        return [{"name": f"{name}#turn{i}", "turns": turns, "upto": i,
-                 "reply": messages[i][1].strip()} for i in chosen]
+        return [{"name": f"{name}#turn{i}", "turns": turns, "upto": i, "reply": messages[i][1].strip()} for i in chosen]
 
     def _refs(self, row: dict, kind: str) -> list:
         """The media of ``kind`` a row lists (``image`` or ``images``, ...), each bytes or a file in
@@ -137,8 +148,10 @@ class Conversations(Benchmark):
 
     def __getitem__(self, index: int) -> Dialogue:
         record = self.records[index]
-        messages = [{"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
-                    for role, parts in record["turns"][:record["upto"]]]
+        messages = [
+            {"role": role, "content": [self._part(kind, value, record["name"]) for kind, value in parts]}
+            for role, parts in record["turns"][: record["upto"]]
+        ]
         return Dialogue(messages, record["reply"], record["name"])
 
     def _part(self, kind: str, value, name: str) -> dict:
@@ -155,8 +168,8 @@ class Conversations(Benchmark):
 
 
 def _messages(row: dict, max_turns: int) -> list[tuple[str, str]]:
-    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind: detail`` when the
-    row holds no valid conversation, or one of more than ``max_turns`` turns."""
+    """``(role, text)`` of each turn, an optional ``system`` field first; ValueError ``kind:
+    detail`` when the row holds no valid conversation, or one of more than ``max_turns`` turns."""
     turns = row.get("conversations", row.get("messages"))
     if not isinstance(turns, list) or not turns:
         raise ValueError("missing conversation: no non-empty 'conversations' or 'messages' list")

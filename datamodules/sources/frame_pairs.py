@@ -25,16 +25,21 @@ class FramePairs(Source):
 
     Args:
         path: The JSONL file.
-        actions: The agent's action set, in the order lettered options list it; ``None`` takes every label
-            found in the file, sorted.
+        actions: The agent's action set, in the order lettered options list it; ``None`` takes every
+            label found in the file, sorted.
         max_image_pixels: Most pixels of a frame; a larger one skips its item, unread.
         max_line_bytes: Most bytes of one line (episode); a longer one is skipped, never held whole.
     """
 
     modality = "frame_pair"
 
-    def __init__(self, path: str, actions: list[str] | None = None,
-                 max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(
+        self,
+        path: str,
+        actions: list[str] | None = None,
+        max_image_pixels: int = MAX_IMAGE_PIXELS,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ):
         self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
         check_limit(max_line_bytes, "max_line_bytes")
         self.root, rows = episodes(path, "FramePairs", max_line_bytes)
@@ -44,8 +49,12 @@ class FramePairs(Source):
             if isinstance(row, dict) and "_error" in row:  # not JSON, or a line over max_line_bytes
                 skips.add(line, f"malformed row: {row['_error']}")
                 continue
-            if not isinstance(row, dict) or not isinstance(row.get("frames"), list) \
-                    or not isinstance(row.get("actions"), list) or len(row["frames"]) != len(row["actions"]) + 1:
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("frames"), list)
+                or not isinstance(row.get("actions"), list)
+                or len(row["frames"]) != len(row["actions"]) + 1
+            ):
                 skips.add(line, "missing field: an episode needs 'frames' and one fewer 'actions'")
                 continue
             found += [

@@ -36,16 +36,17 @@ class GUITrajectories(Source):
 
     Args:
         path: The JSONL file.
-        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper); only the
-            first is answered, the later ones need not be valid actions.
+        steps: Actions between the two screenshots of an item (GUI-Shift's K, 1 to 4 in the paper);
+            only the first is answered, the later ones need not be valid actions.
         max_image_pixels: Most pixels of a screenshot; a larger one skips its item, unread.
         max_line_bytes: Most bytes of one line (episode); a longer one is skipped, never held whole.
     """
 
     modality = "gui"
 
-    def __init__(self, path: str, steps: int = 1, max_image_pixels: int = MAX_IMAGE_PIXELS,
-                 max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(
+        self, path: str, steps: int = 1, max_image_pixels: int = MAX_IMAGE_PIXELS, max_line_bytes: int = MAX_LINE_BYTES
+    ):
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
         self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")

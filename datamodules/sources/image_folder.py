@@ -19,8 +19,8 @@ class ImageFolder(Source):
     Args:
         root: Directory searched recursively.
         extensions: File suffixes to include, matched case-insensitively.
-        max_side: Downsize, keeping the aspect ratio, so that the longer side is at most this many pixels;
-            ``None`` keeps the stored size.
+        max_side: Downsize, keeping the aspect ratio, so that the longer side is at most this many
+            pixels; ``None`` keeps the stored size.
         max_image_pixels: Most pixels of an image as decoded (JPEGs decode at 1/2, 1/4 or 1/8 scale
             when that fits); a larger one is skipped unread (counted as ``too_large``).
     """

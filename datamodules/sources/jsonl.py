@@ -17,8 +17,7 @@ from tasks import SkipItem
 log = logging.getLogger(__name__)
 
 
-def episodes(path: str, owner: str, max_line_bytes: int = MAX_LINE_BYTES
-             ) -> tuple[Path, Iterator[tuple[int, dict]]]:
+def episodes(path: str, owner: str, max_line_bytes: int = MAX_LINE_BYTES) -> tuple[Path, Iterator[tuple[int, dict]]]:
     """The dataset root (the folder holding ``path``) and the ``(line number, object)`` of each
     non-blank line (see `json_lines`).
 

@@ -41,8 +41,11 @@ def check_pixels(image: Image.Image, name: object, max_pixels: int, reduce: bool
                 width, height = image.size
                 break
     if width * height > max_pixels:
-        raise SkipItem(f"image too large: {name} is {width} x {height} = {width * height} pixels, "
-                       f"over max_image_pixels={max_pixels}", kind=TOO_LARGE)
+        raise SkipItem(
+            f"image too large: {name} is {width} x {height} = {width * height} pixels, "
+            f"over max_image_pixels={max_pixels}",
+            kind=TOO_LARGE,
+        )
 
 
 @contextmanager

@@ -20,9 +20,9 @@ class MCQBenchmark(Benchmark):
     """Multiple-choice questions about images, videos or audio: `tasks.Question` items for
     `tasks.MultipleChoice`, one per usable row, in file order.
 
-    Images are decoded when the file is read (an undecodable one skips its row), audio headers are read with
-    soundfile; videos are decoded when used (`VideoFolder` sampling). A row with an option holding
-    an answer-format tag (``</answer>``) is skipped: no answer format can carry it.
+    Images are decoded when the file is read (an undecodable one skips its row), audio headers are
+    read with soundfile; videos are decoded when used (`VideoFolder` sampling). A row with an option
+    holding an answer-format tag (``</answer>``) is skipped: no answer format can carry it.
 
     Args:
         path: See `Benchmark`.
@@ -186,5 +186,4 @@ def check_writable(choices: list[str]) -> None:
     format can carry it (`tasks.answers.format_tag`), so its row could never be answered by text."""
     for choice in choices:
         if tag := answers.format_tag(choice):
-            raise ValueError(f"unwritable option: {choice[:80]!r} holds {tag!r}, which no answer "
-                             "format can carry")
+            raise ValueError(f"unwritable option: {choice[:80]!r} holds {tag!r}, which no answer format can carry")

@@ -49,25 +49,37 @@ class RGBDFolder(Source):
 
     Args:
         root: Directory searched recursively.
-        rgb_dir: Name of the folders holding colour images; ``""`` for colour and depth in one folder.
-        depth_dir: Name of the sibling folders holding depth maps; ``""`` for the colour image's own folder.
-        depth_suffix: Appended to a colour image's stem to name its depth map (needed when both share a folder).
-        depth_scale: Metres per stored depth unit, for every file; ``None`` means 0.001 for 16-bit PNG
-            (millimetres) and 1 for .npy and .exr (metres).
-        fov: Horizontal field of view in degrees for frames without intrinsics file (principal point at the
-            centre, square pixels); with ``None`` such frames have no intrinsics (depth ordering still works on
-            them; tasks that back-project, like `tasks.RelativePosition3D`, skip them).
-        max_side: Downsize each frame (colour bilinear, depth nearest, intrinsics scaled) so its longer side is at
-            most this many pixels; ``None`` keeps the depth map's size.
+        rgb_dir: Name of the folders holding colour images; ``""`` for colour and depth in one
+            folder.
+        depth_dir: Name of the sibling folders holding depth maps; ``""`` for the colour image's own
+            folder.
+        depth_suffix: Appended to a colour image's stem to name its depth map (needed when both
+            share a folder).
+        depth_scale: Metres per stored depth unit, for every file; ``None`` means 0.001 for 16-bit
+            PNG (millimetres) and 1 for .npy and .exr (metres).
+        fov: Horizontal field of view in degrees for frames without intrinsics file (principal point
+            at the centre, square pixels); with ``None`` such frames have no intrinsics (depth
+            ordering still works on them; tasks that back-project, like `tasks.RelativePosition3D`,
+            skip them).
+        max_side: Downsize each frame (colour bilinear, depth nearest, intrinsics scaled) so its
+            longer side is at most this many pixels; ``None`` keeps the depth map's size.
         max_image_pixels: Most pixels of a colour image as decoded (JPEGs decode at 1/2, 1/4 or 1/8
             scale when that fits) or of a depth PNG; a larger one skips its frame unread.
     """
 
     modality = "rgbd"
 
-    def __init__(self, root: str, rgb_dir: str = "rgb", depth_dir: str = "depth", depth_suffix: str = "",
-                 depth_scale: float | None = None, fov: float | None = None,
-                 max_side: int | None = None, max_image_pixels: int = MAX_IMAGE_PIXELS):
+    def __init__(
+        self,
+        root: str,
+        rgb_dir: str = "rgb",
+        depth_dir: str = "depth",
+        depth_suffix: str = "",
+        depth_scale: float | None = None,
+        fov: float | None = None,
+        max_side: int | None = None,
+        max_image_pixels: int = MAX_IMAGE_PIXELS,
+    ):
         if rgb_dir == depth_dir and not depth_suffix:
             raise ValueError("colour and depth in the same folders need a depth_suffix to tell them apart")
         if depth_scale is not None and not (math.isfinite(depth_scale) and depth_scale > 0):
@@ -176,11 +188,10 @@ class RGBDFolder(Source):
         return path.parent.name == self.depth_dir if self.depth_dir else bool(self.depth_suffix)
 
 
-def read_depth(path: Path, scale: float | None = None,
-               max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
-    """Depth in metres, ``[H, W]`` float32, invalid as NaN: a 16-bit PNG times ``scale`` (default 0.001), or a
-    .npy / .exr (``[H, W]`` or ``[H, W, 1]``) times ``scale`` (default 1). A PNG of more than
-    ``max_pixels`` pixels is refused unread (`tasks.SkipItem`)."""
+def read_depth(path: Path, scale: float | None = None, max_pixels: int = MAX_IMAGE_PIXELS) -> np.ndarray:
+    """Depth in metres, ``[H, W]`` float32, invalid as NaN: a 16-bit PNG times ``scale`` (default
+    0.001), or a .npy / .exr (``[H, W]`` or ``[H, W, 1]``) times ``scale`` (default 1). A PNG of
+    more than ``max_pixels`` pixels is refused unread (`tasks.SkipItem`)."""
     suffix = path.suffix.lower()
     if suffix == ".png":
         with Image.open(path) as image:

@@ -46,12 +46,11 @@ def table_files(path: str, owner: str) -> list[Path]:
     )
 
 
-def read_rows(files: list[Path], owner: str, max_line_bytes: int = MAX_LINE_BYTES
-              ) -> Iterator[tuple[int, str, object]]:
-    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across files (the
-    line is the row's line in a text file, its position in a JSON list or parquet file); a row that cannot be
-    read (not JSON, not UTF-8, a JSONL or ``.txt`` line over ``max_line_bytes``, ...) comes as
-    ``{"_error": reason}``, so reading goes on after it."""
+def read_rows(files: list[Path], owner: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str, object]]:
+    """``(row number, file:line, row)`` of every row of ``files`` in order, numbered from 1 across
+    files (the line is the row's line in a text file, its position in a JSON list or parquet file);
+    a row that cannot be read (not JSON, not UTF-8, a JSONL or ``.txt`` line over
+    ``max_line_bytes``, ...) comes as ``{"_error": reason}``, so reading goes on after it."""
     number = 0
     for file in files:
         for line, row in _rows(file, owner, max_line_bytes):
@@ -71,8 +70,9 @@ def _rows(file: Path, owner: str, max_line_bytes: int) -> Iterator[tuple[int, ob
     elif suffix == ".json":
         yield from enumerate(json_list(file, owner), 1)
     elif suffix == ".txt":
-        yield from ((n, _charades(line)) for n, line in _text_lines(file, max_line_bytes)
-                    if line is None or line.strip())
+        yield from (
+            (n, _charades(line)) for n, line in _text_lines(file, max_line_bytes) if line is None or line.strip()
+        )
     else:
         csv.field_size_limit(2**31 - 1)  # MMBench's TSV holds whole base64 images in one cell
         with open(file, newline="", encoding="utf-8", errors="surrogateescape") as f:
@@ -83,8 +83,9 @@ def _rows(file: Path, owner: str, max_line_bytes: int) -> Iterator[tuple[int, ob
 
 
 def _text_lines(file: Path, max_bytes: int) -> Iterator[tuple[int, str | None]]:
-    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its line: it is
-    kept as a surrogate escape, which `_charades` refuses); None for a line over ``max_bytes``."""
+    """``(line number, text)`` of each line, decoded on its own (an invalid byte spoils only its
+    line: it is kept as a surrogate escape, which `_charades` refuses); None for a line over
+    ``max_bytes``."""
     with open(file, "rb") as f:
         for number, raw in bounded_lines(f, max_bytes):
             text = None if raw is None else raw.decode("utf-8", errors="surrogateescape")

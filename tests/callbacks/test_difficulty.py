@@ -126,14 +126,27 @@ def tamper(state: dict, what: str) -> dict:
     elif what == "a negative epoch":
         state["current"] = (-1, drawn)
     else:
-        drawn["image"] = {"a NaN weight": [float("nan")] * ITEMS, "weights not a list": 0.5,
-                          "negative weights": [-1.0] * ITEMS, "all weights 0": [0.0] * ITEMS}[what]
+        drawn["image"] = {
+            "a NaN weight": [float("nan")] * ITEMS,
+            "weights not a list": 0.5,
+            "negative weights": [-1.0] * ITEMS,
+            "all weights 0": [0.0] * ITEMS,
+        }[what]
     return state
 
 
-TAMPERED = ["a NaN rate", "an infinite rate", "a rate that is text", "a negative item",
-            "rates not a mapping", "a negative epoch", "a NaN weight", "negative weights",
-            "all weights 0", "weights not a list"]
+TAMPERED = [
+    "a NaN rate",
+    "an infinite rate",
+    "a rate that is text",
+    "a negative item",
+    "rates not a mapping",
+    "a negative epoch",
+    "a NaN weight",
+    "negative weights",
+    "all weights 0",
+    "weights not a list",
+]
 
 
 @pytest.mark.parametrize("what", TAMPERED)

@@ -169,10 +169,12 @@ def test_an_option_no_answer_format_can_carry_skips_its_row_at_read(tmp_path, ca
 
     (tmp_path / "0.png").write_bytes(png())
     soundfile.write(tmp_path / "a.wav", np.zeros(1600, np.float32), 16000)
-    rows = [{"question": "Q?", "choices": ["left", "right"], "answer": "left", "image": "0.png",
-             "audio": "a.wav"}]
-    rows += [dict(rows[0], choices=["left", option], answer=option),  # the right option
-             dict(rows[0], choices=[option, "right"], answer="right"), rows[0]]  # a wrong one
+    rows = [{"question": "Q?", "choices": ["left", "right"], "answer": "left", "image": "0.png", "audio": "a.wav"}]
+    rows += [
+        dict(rows[0], choices=["left", option], answer=option),  # the right option
+        dict(rows[0], choices=[option, "right"], answer="right"),
+        rows[0],
+    ]  # a wrong one
     path = write_lines(tmp_path / "bench.jsonl", rows)
     with caplog.at_level(logging.WARNING):
         source = MCQBenchmark(path, image="image")
@@ -204,7 +206,9 @@ def test_a_long_line_is_read_past_in_pieces_never_whole():
     assert found == [(1, b'{"a": 1}\n'), (2, None), (3, b'{"b": 2}\n'), (4, None)]
     assert Spy.biggest <= 2**20
     assert list(bounded_lines(io.BytesIO(b"z" * 100 + b"\n" + b"z" * 100), 100)) == [
-        (1, b"z" * 100 + b"\n"), (2, b"z" * 100)]  # exactly the bound: kept
+        (1, b"z" * 100 + b"\n"),
+        (2, b"z" * 100),
+    ]  # exactly the bound: kept
 
 
 def test_a_line_over_max_line_bytes_is_skipped_by_every_jsonl_reader(tmp_path, caplog):
@@ -218,8 +222,7 @@ def test_a_line_over_max_line_bytes_is_skipped_by_every_jsonl_reader(tmp_path, c
         GUITrajectories: {"screenshots": ["0.png", "1.png"], "actions": [{"action_type": "wait"}]},
         FramePairs: {"frames": ["0.png", "1.png"], "actions": ["left"]},
         AudioQAJsonl: {"audio": "a.wav", "question": "What?", "choices": ["a", "b"], "answer": "a"},
-        MCQBenchmark: {"question": "Q?", "choices": ["left", "right"], "answer": "left",
-                       "image": "0.png"},
+        MCQBenchmark: {"question": "Q?", "choices": ["left", "right"], "answer": "left", "image": "0.png"},
     }
     for cls, good in rows.items():
         caplog.clear()
@@ -233,8 +236,7 @@ def test_a_line_over_max_line_bytes_is_skipped_by_every_jsonl_reader(tmp_path, c
         assert len(cls(path, max_line_bytes=4000, **extra)) == 3
 
 
-def test_an_image_over_max_image_pixels_in_a_tsv_cell_skips_its_row_unread(tmp_path, caplog,
-                                                                           monkeypatch):
+def test_an_image_over_max_image_pixels_in_a_tsv_cell_skips_its_row_unread(tmp_path, caplog, monkeypatch):
     """Before: a 13000 x 13000 PNG in a TSV cell was decoded whole when the file was read (+800 MB),
     under Pillow's own limit."""
     import base64
@@ -246,8 +248,14 @@ def test_an_image_over_max_image_pixels_in_a_tsv_cell_skips_its_row_unread(tmp_p
     (tmp_path / "bench.tsv").write_text("question\tA\tB\tanswer\timage\n" + "".join(lines))
     decoded = decoded_sizes(monkeypatch)
     with caplog.at_level(logging.WARNING):
-        source = MCQBenchmark(str(tmp_path / "bench.tsv"), choices=["A", "B"], answer_as="letter",
-                              image="image", image_strings="base64", max_image_pixels=400)
+        source = MCQBenchmark(
+            str(tmp_path / "bench.tsv"),
+            choices=["A", "B"],
+            answer_as="letter",
+            image="image",
+            image_strings="base64",
+            max_image_pixels=400,
+        )
     assert len(source) == 2 and source.skip_reasons == {"image too large": 1}
     assert f"{tmp_path / 'bench.tsv'}:3" in caplog.text and "1200 pixels" in caplog.text
     assert decoded == [(10, 10), (10, 10)]  # the large one never decoded
@@ -266,15 +274,19 @@ def test_images_over_max_image_pixels_skip_their_item_unread_when_used(tmp_path,
     Image.new("RGB", (20, 20)).save(tmp_path / "rgbd" / "rgb" / "a.png")
     Image.fromarray(np.full((4, 4), 1000, np.uint16)).save(tmp_path / "rgbd" / "depth" / "a.png")
     episode = {"screenshots": ["0.png", "1.png"], "actions": [{"action_type": "wait"}]}
-    chat = {"image": "0.png", "conversations": [{"from": "human", "value": "<image>What?"},
-                                                {"from": "gpt", "value": "Green."}]}
+    chat = {
+        "image": "0.png",
+        "conversations": [{"from": "human", "value": "<image>What?"}, {"from": "gpt", "value": "Green."}],
+    }
     decoded = decoded_sizes(monkeypatch)
     pair = {"frames": ["0.png", "1.png"], "actions": ["left"]}
     limit = {"max_image_pixels": 399}
-    sources = [GUITrajectories(write_lines(tmp_path / "gui.jsonl", [episode]), **limit),
-               FramePairs(write_lines(tmp_path / "pairs.jsonl", [pair]), **limit),
-               Conversations(write_lines(tmp_path / "chat.jsonl", [chat]), **limit),
-               RGBDFolder(str(tmp_path / "rgbd"), **limit)]
+    sources = [
+        GUITrajectories(write_lines(tmp_path / "gui.jsonl", [episode]), **limit),
+        FramePairs(write_lines(tmp_path / "pairs.jsonl", [pair]), **limit),
+        Conversations(write_lines(tmp_path / "chat.jsonl", [chat]), **limit),
+        RGBDFolder(str(tmp_path / "rgbd"), **limit),
+    ]
     for source in sources:
         with pytest.raises(SkipItem, match="image too large.*400 pixels") as err:
             source[0]
