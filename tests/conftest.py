@@ -6,7 +6,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
+from tasks.extras import preload_libusb  # noqa: E402
 from tests.helpers import make_item  # noqa: E402
+
+preload_libusb()  # before any test imports open3d (pytest.importorskip does not go through tasks.extras)
 
 _connect = socket.socket.connect
 

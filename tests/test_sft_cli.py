@@ -99,7 +99,6 @@ def test_a_checkpoint_as_pretrained_starts_from_its_weights(chain, tmp_path):
     # and loaded
     composed = cli(
         [
-            "fit",
             "--config",
             str(ROOT / "configs/sft/jigsaw_pair_grpo.yaml"),
             "--model.init_args.pretrained",

@@ -190,9 +190,9 @@ class ZooCLI(LightningCLI):
             self.config = self.parser.parse_object({subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
-        config = self.config.get(self.subcommand) if self.subcommand else None
+        config = self.config.get(self.subcommand) if self.subcommand else self.config  # run=False: no subcommand
         if config is not None:
-            _check_logger_packages(config.trainer.get("logger"))
+            _check_logger_packages(config.get("trainer", {}).get("logger"))
             _export_checkpoint_as_pretrained(config.get("model"))
 
     def _start(self) -> None:

@@ -61,7 +61,7 @@ class PointCloudFolder(Source):
 
     def __getitem__(self, index: int) -> PointCloud:
         path = self.paths[index]
-        o3d = require("open3d", "3d", "PointCloudFolder reads point clouds with open3d (needs the system libusb-1.0)")
+        o3d = require("open3d", "3d", "PointCloudFolder reads point clouds with open3d")
         try:
             points = self._read(o3d, path)
         except Exception as err:  # open3d raises RuntimeError, numpy ValueError...: all mean skip

@@ -183,4 +183,4 @@ def _meshes(room: dict, o3d) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
 
 def _open3d():
-    return require("open3d", "3d", "SyntheticRGBD ray-casts with open3d (which needs the system libusb-1.0)")
+    return require("open3d", "3d", "SyntheticRGBD ray-casts with open3d")

@@ -10,7 +10,7 @@ from datamodules import PointCloudFolder, PretextDataModule, SyntheticPointCloud
 from datamodules.sources.point_cloud_folder import sample_points
 from tasks import PointCloudRotation, SkipItem
 
-o3d = pytest.importorskip("open3d", exc_type=ImportError)  # open3d needs the system libusb-1.0
+o3d = pytest.importorskip("open3d", exc_type=ImportError)  # with libusb-1.0 preloaded (conftest)
 
 
 def cloud(seed, n=300):

@@ -37,7 +37,7 @@ def test_point_lm_grpo_steps(task):
 
 
 def test_point_lm_grpo_on_ply_files_with_a_corrupt_one(tmp_path):
-    o3d = pytest.importorskip("open3d", exc_type=ImportError)  # open3d needs the system libusb-1.0
+    o3d = pytest.importorskip("open3d", exc_type=ImportError)  # with libusb-1.0 preloaded (conftest)
     for i in range(4):
         points = make_item("point_cloud", i).points
         pcd = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[:, :3].astype(np.float64)))
