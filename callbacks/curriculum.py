@@ -63,7 +63,8 @@ class Curriculum(Callback):
                 raise ValueError(f"stage {k + 1}: step must be >= 0, got {stage.step}")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        self.stages, self.window = list(stages), window
+        self.stages = list(stages)
+        self.window = window
         self.starts: list[int] = []  # training position (PretextDataModule.position) where each stage began
         self.history: dict[str, deque] = {}
 

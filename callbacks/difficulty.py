@@ -51,7 +51,10 @@ class DifficultySampler(Callback):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not 0 <= prior <= 1 or not 0 < min_weight <= 1:
             raise ValueError(f"need prior in [0, 1] and min_weight in (0, 1], got {prior}, {min_weight}")
-        self.mode, self.part, self.prior, self.min_weight = mode, part, prior, min_weight
+        self.mode = mode
+        self.part = part
+        self.prior = prior
+        self.min_weight = min_weight
         self.rates = PassRates(smoothing)
         self.current: tuple[int, dict[str, list[float]]] | None = None  # the weights of the epoch under way
 
@@ -97,10 +100,12 @@ class DifficultySampler(Callback):
     def observations(self, datamodule, outputs) -> list[tuple[str, int, float]]:
         """``(modality, item, pass rate)`` of each training example of this rank's batch: the mean
         of the ``part`` reward over its completions (examples without the part are left out)."""
-        rollout, rewards = (outputs or {}).get("rollout"), (outputs or {}).get("rewards")
+        rollout = (outputs or {}).get("rollout")
+        rewards = (outputs or {}).get("rewards")
         if rollout is None or rewards is None:
             return []
-        g, found = rollout.num_generations, []
+        g = rollout.num_generations
+        found = []
         for b, example in enumerate(rollout.examples):
             values = [r.parts[self.part] for r in rewards[b * g : (b + 1) * g] if self.part in r.parts]
             if values and ITEM_KEY in example.meta:
@@ -122,7 +127,8 @@ class DifficultySampler(Callback):
             current = _current(state_dict.get("current") if isinstance(state_dict, dict) else None)
         except ValueError as err:
             raise ValueError(f"{self.state_key} state in the checkpoint: {err}") from None
-        self.rates, self.current = rates, current
+        self.rates = rates
+        self.current = current
 
 
 def _current(value) -> tuple[int, dict[str, list[float]]] | None:

@@ -34,7 +34,8 @@ class GRPOMetrics(Callback):
     """
 
     def __init__(self, summary: bool = True, results: str = "metrics.json"):
-        self.summary, self.results = summary, results
+        self.summary = summary
+        self.results = results
         self.history: list[tuple[str, dict[str, float]]] = []
         self.path: Path | None = None
         self._eval: TaskMeans | None = None
@@ -159,12 +160,15 @@ class JsonlFile:
     def __init__(self, path: Path, max_bytes: int | None = None):
         if max_bytes is not None and max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1 or None, got {max_bytes}")
-        self.path, self.max_bytes, self.full = Path(path), max_bytes, False
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.full = False
 
     def append(self, rows: list[dict]) -> int:
         """Append as many of ``rows`` as fit; returns how many were written."""
         lines = [(json.dumps(row, default=str) + "\n").encode() for row in rows]
-        size, keep = self.path.stat().st_size if self.path.exists() else 0, 0
+        size = self.path.stat().st_size if self.path.exists() else 0
+        keep = 0
         while keep < len(lines) and (self.max_bytes is None or size + len(lines[keep]) <= self.max_bytes):
             size, keep = size + len(lines[keep]), keep + 1
         if keep < len(lines) and not self.full:

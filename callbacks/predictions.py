@@ -31,7 +31,9 @@ class Predictions(Callback):
     def __init__(self, filename: str = "predictions.jsonl", max_rows: int | None = None, max_bytes: int | None = None):
         if max_rows is not None and max_rows < 0:
             raise ValueError(f"max_rows must be >= 0 or None, got {max_rows}")
-        self.filename, self.max_rows, self.max_bytes = filename, max_rows, max_bytes
+        self.filename = filename
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
         self.file: JsonlFile | None = None
         self._rows: list[dict] = []
 
@@ -42,9 +44,11 @@ class Predictions(Callback):
         if not self.filename or not outputs or "rollout" not in outputs or trainer.sanity_checking:
             return
         tasks = getattr(trainer.datamodule, "tasks", {})
-        rollout, at = outputs["rollout"], evaluated_at(trainer)
+        rollout = outputs["rollout"]
+        at = evaluated_at(trainer)
         for n, reward in enumerate(outputs["rewards"]):
-            example, completion = rollout.example(n), rollout.completions[n]
+            example = rollout.example(n)
+            completion = rollout.completions[n]
             task = tasks.get(example.task)
             parsed = answers.extract(completion, task.answer_format, task.think)[0] if task else None
             self._rows.append(

@@ -57,8 +57,11 @@ class RolloutSampler(Callback):
         validation: bool = True,
         max_bytes: int | None = None,
     ):
-        self.every_n_steps, self.max_rows = every_n_steps, max_rows
-        self.filename, self.validation, self.max_bytes = filename, validation, max_bytes
+        self.every_n_steps = every_n_steps
+        self.max_rows = max_rows
+        self.filename = filename
+        self.validation = validation
+        self.max_bytes = max_bytes
         self._batches = 0
         self._val: list[tuple[dict, object]] = []  # (row, example) of this validation run, written at its end
         self.file: JsonlFile | None = None
@@ -69,7 +72,8 @@ class RolloutSampler(Callback):
     def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object]]:
         """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from
         ``first``."""
-        rollout, rewards = outputs["rollout"], outputs["rewards"]
+        rollout = outputs["rollout"]
+        rewards = outputs["rewards"]
         sampled = []
         for i, n in enumerate(spread_rows(len(rollout.examples), rollout.num_generations, limit)):
             example = rollout.example(n)
@@ -94,7 +98,8 @@ class RolloutSampler(Callback):
         return sampled
 
     def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
-        rows, media = [row for row, _ in sampled], None
+        rows = [row for row, _ in sampled]
+        media = None
         self.file.append(rows)
         writers = [(logger, write) for logger in trainer.loggers for kind, write in WRITERS if isinstance(logger, kind)]
         for logger, write in writers:
@@ -183,7 +188,8 @@ def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
 def _to_mlflow(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     import mlflow
 
-    client, run_id = logger.experiment, logger.run_id
+    client = logger.experiment
+    run_id = logger.run_id
     data = []
     with tempfile.TemporaryDirectory() as tmp:
         for row, (strip, track) in zip(rows, media, strict=True):

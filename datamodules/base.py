@@ -116,8 +116,12 @@ class PretextDataModule(LightningDataModule):
         for name, (value, least) in minima.items():
             if value < least:
                 raise ValueError(f"{name} must be >= {least}, got {value}")
-        self.source, self.val_source, self.test_source = source, val_source, test_source
-        self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
+        self.source = source
+        self.val_source = val_source
+        self.test_source = test_source
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.seed = seed
         self._feeds = split_feeds(sources, held_out, {"val": val_size, "test": test_size})
         self.epoch_size = sum(len(f.items) for f in self._feeds["train"].values()) if epoch_size is None else epoch_size
         self._streams: dict[str, ExampleStream] = {}
@@ -161,7 +165,8 @@ class PretextDataModule(LightningDataModule):
         out: list[list[Reward]] = [[] for _ in examples]
         for group in rows.values():
             task = self._task_of(examples[group[0]])
-            chosen, texts = [examples[b] for b in group], [completions[b] for b in group]
+            chosen = [examples[b] for b in group]
+            texts = [completions[b] for b in group]
             scored = (
                 task.verify_group(chosen, texts)
                 if training
@@ -189,7 +194,9 @@ class PretextDataModule(LightningDataModule):
         ``weights`` (None: unchanged) replaces the task weights and ``options`` maps task names to
         option changes (``{"jigsaw": {"rows": 3, "cols": 3}}``), added to those of the stages
         before. Bad names, options or weights fail here, before training."""
-        mixes, weights, changes = self._mixes[:1], None, {name: {} for name in self._tasks}
+        mixes = self._mixes[:1]
+        weights = None
+        changes = {name: {} for name in self._tasks}
         for new_weights, options in stages:
             unknown = set(options) - set(self._tasks)
             if unknown:
@@ -210,7 +217,8 @@ class PretextDataModule(LightningDataModule):
             raise ValueError(f"need at most {len(self._mixes) - 1} non-decreasing starts >= 0, got {starts}")
         self._starts = list(starts)
         for stream in self._streams.values():
-            stream.mixes, stream.starts = self._mixes, self._starts if stream.stream in ("train", "refill") else []
+            stream.mixes = self._mixes
+            stream.starts = self._starts if stream.stream in ("train", "refill") else []
 
     @property
     def training_items(self) -> dict[str, int]:
@@ -261,7 +269,8 @@ class PretextDataModule(LightningDataModule):
         batches and epochs are the same with or without refills."""
         stream = self._stream("refill")
         epoch, stream.rank, stream.world = self._placement()
-        stream.epoch, stream.start = key, round - 1
+        stream.epoch = key
+        stream.start = round - 1
         stream.position = self.position(epoch or 0, self._batches_done())
         batch = next(iter(stream))  # built here, in the main process
         stream.note_skips(batch.skips)

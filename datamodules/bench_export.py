@@ -128,7 +128,9 @@ def export(
         raise ValueError(f"sources are given for {unused} items, which no chosen task takes")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    specs, built, sets = dict(sources or {}), {}, {}
+    specs = dict(sources or {})
+    built = {}
+    sets = {}
     for cls, level in pairs:
         if cls.modality not in built:
             specs.setdefault(cls.modality, default_source_spec(cls.modality, seed))
@@ -155,7 +157,8 @@ def export_set(task: Task, name: str, source: Source, n: int, seed: int, folder:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     data = held_out(task, source, n, seed)
-    kinds, count = set(), 0
+    kinds = set()
+    count = 0
     with open(folder / "examples.jsonl", "w", encoding="utf-8") as f:
         for example in (ex for batch in data.val_dataloader() for ex in batch):
             if count == n:

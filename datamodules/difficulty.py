@@ -130,7 +130,9 @@ class SelectedItems(Source):
         if part not in ("kept", "held_out"):
             raise ValueError(f"part must be 'kept' or 'held_out', got {part!r}")
         entry = read_selection(path, source)
-        self.source, self.path, self.part = source, path, part
+        self.source = source
+        self.path = path
+        self.part = part
         self.modality = source.modality
         self.indices = [int(i) for i in entry[part]]
         if not self.indices:

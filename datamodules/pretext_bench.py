@@ -83,7 +83,8 @@ class PretextBench(LightningDataModule):
         if not chosen:
             raise ValueError(f"no set of {self.root} is left to evaluate (tasks={tasks}, content={content})")
         self._tasks = {name: rebuild_task(sets[name]["task"]) for name in chosen}
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.batch_size = batch_size
+        self.num_workers = num_workers
         self.skipped: Counter = Counter()  # examples skipped, by set
         self._records: list[tuple[str, dict]] | None = None
 
@@ -185,7 +186,8 @@ def read_lines(
 ) -> list[dict]:
     """The lines of ``folder/examples.jsonl`` whose example loads in full; the others, and lines
     missing from the ``expected`` number, counted in ``skips[name]`` and logged."""
-    path, good = folder / "examples.jsonl", []
+    path = folder / "examples.jsonl"
+    good = []
     lines = list(json_lines(path, max_line_bytes)) if path.is_file() else []
     if len(lines) < expected:
         skips[name] += expected - len(lines)
@@ -221,7 +223,9 @@ class _Batches(IterableDataset):
     order)."""
 
     def __init__(self, folders: dict[str, Path], records: list[tuple[str, dict]], batch_size: int, max_pixels: int):
-        self.folders, self.records, self.batch_size = folders, records, batch_size
+        self.folders = folders
+        self.records = records
+        self.batch_size = batch_size
         self.max_pixels = max_pixels
 
     def __len__(self) -> int:

@@ -71,7 +71,8 @@ def _split_one(source: Source, own: dict[str, Source | None], sizes: dict[str, i
             f"on; lower {' or '.join(f'{split}_size' for split in taken)} or give a "
             f"{' or '.join(f'{split}_source' for split in taken)}"
         )
-    end, ranges = n, {}
+    end = n
+    ranges = {}
     for split, size in sizes.items():
         if own[split] is not None:
             ranges[split] = range(min(size, len(own[split])))

@@ -88,8 +88,12 @@ class ExampleStream(IterableDataset):
 
     def __init__(self, feeds: dict[str, Feed], mixes: list[Mix], batch_size: int, seed: int):
         self.feeds, self.mixes, self.starts = feeds, mixes, []  # starts: see PretextDataModule.set_stage_starts
-        self.batch_size, self.seed = batch_size, seed
-        self.epoch, self.rank, self.world, self.passes = 0, 0, 1, 0
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+        self.rank = 0
+        self.world = 1
+        self.passes = 0
         self.start = 0  # first batch of the next pass (> 0 when resuming mid-epoch)
         self.skipped = 0
         self.skip_counts: Counter = Counter()
@@ -140,7 +144,8 @@ class ExampleStream(IterableDataset):
         rng = random.Random(uid)
         stage = self.stage(i)
         task = self.task(i, self.mixes[stage], rng)
-        feed, first = self.feeds[task.modality], len(skips)
+        feed = self.feeds[task.modality]
+        first = len(skips)
         if task.partners and len(feed.items) < 2:
             raise ValueError(f"task {task.name!r} pairs items but this split holds {len(feed.items)}")
         for attempt in range(self.attempts(feed)):

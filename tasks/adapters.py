@@ -71,7 +71,8 @@ def trl_prompt(example: Example) -> tuple[list[dict], list]:
     1:Piece 2:...") Only images: TRL's ``GRPOTrainer`` has no video, audio or point-cloud input (a
     ValueError).
     """
-    messages, images = [], []
+    messages = []
+    images = []
     for message in example.messages:
         content = []
         for part in _parts(message):
@@ -112,7 +113,9 @@ def verl_prompt(example: Example) -> tuple[list[dict], list[dict], list[dict]]:
     each medium stands), its images (``{"bytes": PNG}``) and its videos (`_verl_video`), in order.
     Audio and point clouds are a ValueError; so is a text part holding a marker (verl would misplace
     the media)."""
-    messages, images, videos = [], [], []
+    messages = []
+    images = []
+    videos = []
     for message in example.messages:
         text = []
         for part in _parts(message):

@@ -25,7 +25,8 @@ T = TypeVar("T")
 
 _TAG = re.compile(r"</?(?:think|answer)>")
 _THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")  # no two quantifiers compete: linear
-_OPEN, _CLOSE = "<answer>", "</answer>"
+_OPEN = "<answer>"
+_CLOSE = "</answer>"
 _BOXED = r"\\boxed\{"
 _INTERVAL = re.compile(r"\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*")
 

@@ -41,20 +41,23 @@ def level_id(task_name: str, level: str) -> str:
 
 #: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a
 #: degenerate loop (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
-REPEATED_WORDS, REPEATED_RUN = 7, 3
+REPEATED_WORDS = 7
+REPEATED_RUN = 3
 
 
 def repeats_lines(text: str) -> bool:
     """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a
     row (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks
     the run)."""
-    previous, run = None, 0
+    previous = None
+    run = 0
     for line in text.splitlines():
         line = line.strip()
         if not line:
             continue
         if len(line.split()) < REPEATED_WORDS:
-            previous, run = None, 0
+            previous = None
+            run = 0
             continue
         key = line.lower()
         run = run + 1 if key == previous else 1
@@ -404,7 +407,8 @@ class OrderTask(Task):
             raise ValueError(f"reward must be one of {self.rewards}, got {reward!r}")
         if not 0 <= partial_credit <= 1:
             raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
-        self.reward, self.partial_credit = reward, partial_credit
+        self.reward = reward
+        self.partial_credit = partial_credit
 
     def answer_text(self, example: Example) -> str:
         return answers.order_answer(example.answer, self.style)

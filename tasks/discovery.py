@@ -66,7 +66,8 @@ def concrete_subclasses(base: type, package: str | None = None) -> list[type]:
     """Every non-abstract subclass of ``base`` imported so far (direct or not), sorted by import
     path; with ``package``, only those defined in it (not a test's or a notebook's own
     subclasses)."""
-    found, stack = set(), [base]
+    found = set()
+    stack = [base]
     while stack:
         for sub in stack.pop().__subclasses__():
             stack.append(sub)

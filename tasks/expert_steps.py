@@ -58,8 +58,11 @@ class ExpertSteps(Task):
             )
         if format_penalty < 0:
             raise ValueError(f"format_penalty must be >= 0, got {format_penalty}")
-        self.task, self.format_penalty = task, format_penalty
-        self.name, self.modality, self.partners = f"{task.name}_steps", task.modality, task.partners
+        self.task = task
+        self.format_penalty = format_penalty
+        self.name = f"{task.name}_steps"
+        self.modality = task.modality
+        self.partners = task.partners
 
     def make_example(self, item: Any, rng: random.Random) -> Example:
         base = self.task.make_example(item, rng)
@@ -75,7 +78,8 @@ class ExpertSteps(Task):
         the request for the next one and this task's instruction."""
         *rest, last = base.messages[-1]["content"]
         text = last["text"].removesuffix(self.task.instruction()).rstrip()
-        step, given = meta["step"], meta["given"]
+        step = meta["step"]
+        given = meta["given"]
         shown = f"The first {step - 1} numbers of that answer are: {answers.order_text(given)}. " if given else ""
         ask = f"{shown}Give only number {step} of the answer: one number from 1 to {meta['pieces']}."
         content = [*rest, {"type": "text", "text": f"{text}\n{ask}\n{self.instruction()}"}]

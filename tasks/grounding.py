@@ -198,7 +198,9 @@ class ReferringGrounding(BoxTask):
             raise ValueError(f"coords must be 'absolute' or 'normalized', got {coords!r}")
         if factor < 1 or max_pixels < factor * factor:
             raise ValueError(f"need factor >= 1 and max_pixels >= factor^2, got {factor}, {max_pixels}")
-        self.coords, self.factor, self.max_pixels = coords, factor, max_pixels
+        self.coords = coords
+        self.factor = factor
+        self.max_pixels = max_pixels
 
     def make_example(self, item: Referring, rng: random.Random) -> Example:
         if not item.targets:
@@ -211,7 +213,8 @@ class ReferringGrounding(BoxTask):
             image = image.resize(shown, Image.Resampling.BICUBIC)
             space = f"pixel coordinates of this {shown[0]} x {shown[1]} image"
         else:
-            shown, space = (1000, 1000), "coordinates normalised to 0-1000 of the image's width and height"
+            shown = (1000, 1000)
+            space = "coordinates normalised to 0-1000 of the image's width and height"
         scale = (shown[0] / width, shown[1] / height)
         truth = [round(v * scale[i % 2]) for i, v in enumerate(box)]  # the box as the policy should write it
         question = (

@@ -87,7 +87,8 @@ class MultipleChoice(Task):
         super().__init__(**kwargs)
         if labels not in ("letters", "text"):
             raise ValueError(f"labels must be 'letters' or 'text', got {labels!r}")
-        self.labels, self.shuffle_choices = labels, shuffle_choices
+        self.labels = labels
+        self.shuffle_choices = shuffle_choices
 
     def media(self, item: Question) -> list[dict]:
         """The content parts shown before the question."""
@@ -96,7 +97,8 @@ class MultipleChoice(Task):
     def make_example(self, item: Question, rng: random.Random) -> Example:
         # stripped: an extracted answer is, so an option with a space around it could never be
         # chosen by text
-        choices, answer = [str(c).strip() for c in item.choices], str(item.answer).strip()
+        choices = [str(c).strip() for c in item.choices]
+        answer = str(item.answer).strip()
         if len(choices) < 2 or len(set(choices)) != len(choices) or answer not in choices:
             raise SkipItem(
                 f"{_name(item)}: need >= 2 distinct choices containing the answer, got {choices} with "

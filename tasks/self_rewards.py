@@ -112,7 +112,8 @@ class MajorityVote(SelfReward):
 
     def __init__(self, min_ratio: float = 0.0, max_label_share: float = 1.0):
         _check_ratios(min_ratio, max_label_share)
-        self.min_ratio, self.max_label_share = min_ratio, max_label_share
+        self.min_ratio = min_ratio
+        self.max_label_share = max_label_share
 
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
@@ -178,8 +179,10 @@ class CoReward(SelfReward):
         if not 0 < strength < 1:
             raise ValueError(f"strength must be in (0, 1), got {strength}")
         _check_ratios(min_ratio, max_label_share)
-        self.rewrite, self.strength = rewrite, strength
-        self.min_ratio, self.max_label_share = min_ratio, max_label_share
+        self.rewrite = rewrite
+        self.strength = strength
+        self.min_ratio = min_ratio
+        self.max_label_share = max_label_share
 
     def examples(self, task: Task, item: Any, rng: random.Random) -> list[Example]:
         state = rng.getstate()
@@ -215,7 +218,8 @@ def photometric(example: Example, rng: random.Random, strength: float) -> Exampl
     saturation and whose sounds in gain (each by a factor in ``[1 - strength, 1 + strength]`` from
     ``rng``, the same for every frame); SkipItem when it shows none of them."""
     factors = [rng.uniform(1 - strength, 1 + strength) for _ in range(3)]
-    messages, changed = [], 0
+    messages = []
+    changed = 0
     for message in example.messages:
         content = message["content"]
         if isinstance(content, list):
@@ -279,7 +283,9 @@ class RegionConsistency(SelfReward):
                 f"need point_size >= 1, min_votes >= 1 and max_area in (0, 1], got {point_size}, "
                 f"{min_votes}, {max_area}"
             )
-        self.point_size, self.max_area, self.min_votes = point_size, max_area, min_votes
+        self.point_size = point_size
+        self.max_area = max_area
+        self.min_votes = min_votes
 
     def check(self, task: Task) -> None:
         if not all(callable(getattr(task, name, None)) for name in ("region", "bounds")):

@@ -38,10 +38,13 @@ def load_chain(path: str) -> tuple[Path, list[dict]]:
     spec = yaml.safe_load(file.read_text()) if file.is_file() else None
     if not isinstance(spec, dict) or not isinstance(spec.get("stages"), list) or not spec["stages"]:
         raise ValueError(f"{path}: a chain file is a mapping with a non-empty 'stages' list")
-    stages, names = [], set()
+    stages = []
+    names = set()
     for stage in spec["stages"]:
         stage = stage if isinstance(stage, dict) else {}
-        name, config, args = stage.get("name"), stage.get("config"), stage.get("args")
+        name = stage.get("name")
+        config = stage.get("config")
+        args = stage.get("args")
         if not isinstance(name, str) or not name.isidentifier() or name in names:
             raise ValueError(f"{path}: every stage needs a unique name of letters, digits and '_', got {name!r}")
         config = (file.parent / str(config)).resolve()

@@ -386,7 +386,9 @@ def run_typed(prog: str, component, argv: list[str], run: bool = True):
 def _own_arguments(argv: list[str], names: set[str]) -> tuple[list[str], list[str]]:
     """``argv`` split into the options named ``names`` (``--name value`` or ``--name=value``, and
     --help) and the rest."""
-    own, rest, i = [], [], 0
+    own = []
+    rest = []
+    i = 0
     while i < len(argv):
         name = argv[i].removeprefix("--").split("=", 1)[0]
         if argv[i] in ("-h", "--help") or (argv[i].startswith("--") and name in names):

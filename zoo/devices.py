@@ -44,7 +44,8 @@ class FSDP2:
         for name, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
             if not (value is None or isinstance(getattr(torch, value, None), torch.dtype)):
                 raise ValueError(f"{name} must name a torch dtype such as 'bfloat16', got {value!r}")
-        self.param_dtype, self.reduce_dtype = param_dtype, reduce_dtype
+        self.param_dtype = param_dtype
+        self.reduce_dtype = reduce_dtype
 
     @property
     def fsdp_kwargs(self) -> dict:

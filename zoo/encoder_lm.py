@@ -50,7 +50,8 @@ class TimmEncoder(nn.Module):
         self.prefix = getattr(self.backbone, "num_prefix_tokens", 0)
         with torch.no_grad():
             tokens = self(torch.zeros(1, *data["input_size"]))
-        self.num_tokens, self.out_dim = tokens.shape[1], tokens.shape[2]
+        self.num_tokens = tokens.shape[1]
+        self.out_dim = tokens.shape[2]
 
     def prepare(self, parts: list[dict]) -> dict[str, Tensor]:
         return {"pixel_values": torch.stack([self.transform(p["image"].convert("RGB")) for p in parts])}
@@ -102,8 +103,10 @@ class EncoderLMPolicy(SplicedPolicy):
         **kwargs,
     ):
         super().__init__(pretrained=pretrained, placeholder=placeholder, init_seed=init_seed, **kwargs)
-        self.backbone, self.timm_pretrained = backbone, timm_pretrained
-        self.image_size, self.backbone_kwargs = image_size, dict(backbone_kwargs or {})
+        self.backbone = backbone
+        self.timm_pretrained = timm_pretrained
+        self.image_size = image_size
+        self.backbone_kwargs = dict(backbone_kwargs or {})
 
     def encoder_config(self) -> dict:
         return {

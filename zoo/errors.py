@@ -63,7 +63,9 @@ def condense(report: str) -> str:
     if not candidates:
         return " ".join(report.split())
     at = max(candidates, key=lambda i: (_indent(lines[i]), -i))  # the deepest, first among equals
-    keys, classes, depth = [], [], _indent(lines[at])
+    keys = []
+    classes = []
+    depth = _indent(lines[at])
     for line in reversed(lines[:at]):
         if _indent(line) < depth:
             depth = _indent(line)
@@ -75,7 +77,8 @@ def condense(report: str) -> str:
 
 
 def _inside_a_step(err: BaseException) -> bool:
-    seen, cause = set(), err
+    seen = set()
+    cause = err
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if any(frame.f_code.co_name in STEP_FUNCTIONS for frame, _ in traceback.walk_tb(cause.__traceback__)):

@@ -85,7 +85,8 @@ class TaskMeans(Metric):
 
     def __init__(self, tasks: list[str], names: list[str]):
         super().__init__()
-        self.tasks, self.names = list(tasks), list(names)
+        self.tasks = list(tasks)
+        self.names = list(names)
         rows = 1 + len(self.tasks)  # row 0: every example
         self.add_state("sums", torch.zeros(rows, len(self.names), dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("counts", torch.zeros(rows, dtype=torch.float64), dist_reduce_fx="sum")

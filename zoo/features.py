@@ -26,7 +26,8 @@ def item_index(counts: list[int], prompts: list[int], prompt_of_row: list[int]) 
     """For each row in order, the positions of its prompt's items among the items of ``prompts``
     (each distinct prompt once, in that order), e.g. counts ``[1, 2]``, prompts ``[1, 0]``, rows of
     prompts ``[1, 1, 0]`` -> ``[0, 1, 0, 1, 2]``."""
-    starts, first = {}, 0
+    starts = {}
+    first = 0
     for prompt in prompts:
         starts[prompt], first = first, first + counts[prompt]
     return [starts[p] + k for p in prompt_of_row for k in range(counts[p])]

@@ -50,7 +50,8 @@ def _anyres_tokens(config, tensors: dict[str, Tensor]) -> int:
         unpad_image,
     )
 
-    side, tile = config.vision_config.image_size // config.vision_config.patch_size, config.vision_config.image_size
+    side = config.vision_config.image_size // config.vision_config.patch_size
+    tile = config.vision_config.image_size
     max_tiles = int(config.vision_aspect_ratio.removeprefix("anyres_max_"))
     alone = [n == 1 for n in tensors["batch_num_images"].tolist() for _ in range(n)]
     total = 0

@@ -71,7 +71,8 @@ def _part_panels(part: dict, max_frames: int) -> list[Panel]:
         keep = np.linspace(0, len(frames) - 1, min(max_frames, len(frames))).round().astype(int)
         return [Panel(Image.fromarray(np.asarray(frames[i], np.uint8)), f"{i / fps:.2f}s") for i in keep]
     if kind == "audio":
-        wave, rate = np.asarray(part["audio"], np.float32), int(part["sampling_rate"])
+        wave = np.asarray(part["audio"], np.float32)
+        rate = int(part["sampling_rate"])
         width = int(np.clip(len(wave) / rate * 100, 120, TILE_WIDTH - 2 * PAD))
         image = spectrogram(wave, rate).resize((width, PANEL_HEIGHT))
         return [Panel(image, f"{len(wave) / rate:.2f}s, {rate} Hz, 0-{rate // 2000} kHz")]
@@ -118,7 +119,8 @@ def _depth_panel(depth: np.ndarray) -> Panel:
     valid = np.isfinite(depth) & (depth > 0)
     if not valid.any():
         return note("depth", "no valid depth pixels")
-    near, far = float(depth[valid].min()), float(depth[valid].max())
+    near = float(depth[valid].min())
+    far = float(depth[valid].max())
     scaled = np.where(valid, (depth - near) / max(far - near, 1e-6), 0)  # [H, W] 0 near .. 1 far
     rgb = np.where(valid[..., None], _ramp(scaled, np.stack([NEAR, FAR]) * 255), 0).astype(np.uint8)
     return Panel(Image.fromarray(rgb), f"depth {near:.2f}-{far:.2f} m")

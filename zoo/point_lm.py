@@ -36,7 +36,9 @@ class PointGroupEncoder(nn.Module):
 
     def __init__(self, num_tokens: int, group_size: int, width: int):
         super().__init__()
-        self.num_tokens, self.group_size, self.out_dim = num_tokens, group_size, width
+        self.num_tokens = num_tokens
+        self.group_size = group_size
+        self.out_dim = width
         self.config = {"num_tokens": num_tokens, "group_size": group_size, "width": width}
         self.local = nn.Sequential(nn.Linear(6, width), nn.GELU(), nn.Linear(width, width))
         self.position = nn.Sequential(nn.Linear(3, width), nn.GELU(), nn.Linear(width, width))
@@ -109,7 +111,9 @@ class PointLMPolicy(SplicedPolicy):
         super().__init__(pretrained=pretrained, placeholder=placeholder, init_seed=init_seed, **kwargs)
         if min(num_tokens, group_size, width) < 1:
             raise ValueError(f"num_tokens, group_size and width must be >= 1, got {num_tokens}, {group_size}, {width}")
-        self.num_tokens, self.group_size, self.width = num_tokens, group_size, width
+        self.num_tokens = num_tokens
+        self.group_size = group_size
+        self.width = width
 
     def encoder_config(self) -> dict:
         return {"num_tokens": self.num_tokens, "group_size": self.group_size, "width": self.width}

@@ -25,7 +25,8 @@ from zoo.media import check_placeholders, media_parts
 from zoo.policy import PolicyModule
 from zoo.tiny import Tiny, build_tokenizer, text_config
 
-CONFIG, WEIGHTS = "spliced_config.json", "spliced_encoder.pt"
+CONFIG = "spliced_config.json"
+WEIGHTS = "spliced_encoder.pt"
 
 
 def positions(attention_mask: Tensor) -> Tensor:
@@ -45,7 +46,9 @@ class SplicedLM(nn.Module):
 
     def __init__(self, lm: nn.Module, encoder: nn.Module, projector: nn.Module, placeholder_id: int):
         super().__init__()
-        self.lm, self.encoder, self.projector = lm, encoder, projector
+        self.lm = lm
+        self.encoder = encoder
+        self.projector = projector
         self.placeholder_id = placeholder_id
 
     def embed(self, input_ids: Tensor, media: dict[str, Tensor], media_index: Tensor | None = None) -> Tensor:

@@ -24,7 +24,8 @@ NOT_FROM_CHECKPOINTS = ("trust_remote_code", "_instantiator", "optimizer", "sche
 def zoo_policies() -> dict[str, type[PolicyModule]]:
     """zoo's own policy classes under every import path that names them (``zoo.QwenVLPolicy`` and
     ``zoo.qwen_vl.QwenVLPolicy``)."""
-    found, stack = {}, [PolicyModule]
+    found = {}
+    stack = [PolicyModule]
     while stack:
         for sub in stack.pop().__subclasses__():
             stack.append(sub)

@@ -44,7 +44,8 @@ class AudioFolder(Source):
         extensions: tuple[str, ...] = (".wav", ".flac", ".ogg"),
     ):
         check_decoding(sampling_rate, clip_seconds)
-        self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
+        self.sampling_rate = sampling_rate
+        self.clip_seconds = clip_seconds
         self.root, self.extensions, self.paths = find_files(root, extensions, "AudioFolder")
 
     def __len__(self) -> int:
@@ -76,7 +77,8 @@ def decode(
     try:
         check_wav_complete(path)
         with soundfile.SoundFile(io.BytesIO(path) if isinstance(path, bytes) else str(path)) as f:
-            rate, total = f.samplerate, f.frames
+            rate = f.samplerate
+            total = f.frames
             keep = total if clip_seconds is None else min(total, int(round(clip_seconds * rate)))
             f.seek((total - keep) // 2)
             data = f.read(keep, dtype="float32", always_2d=True)  # [S, C]
@@ -107,7 +109,8 @@ def check_wav_complete(path) -> None:
         return  # not RIFF/WAVE: soundfile decides
     position = 12
     while position + 8 <= len(data):
-        chunk, size = data[position : position + 4], int.from_bytes(data[position + 4 : position + 8], "little")
+        chunk = data[position : position + 4]
+        size = int.from_bytes(data[position + 4 : position + 8], "little")
         if chunk == b"data":
             streamed = size in (0, 0xFFFFFFFF)  # writers that did not know the length leave it unset
             if not streamed and position + 8 + size > len(data):

@@ -55,7 +55,8 @@ class AudioQAJsonl(Source):
         if not file.is_file():
             raise FileNotFoundError(f"AudioQAJsonl file {str(file)!r} does not exist")
         self.root = (Path(root).expanduser() if root is not None else file.parent).resolve()
-        self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
+        self.sampling_rate = sampling_rate
+        self.clip_seconds = clip_seconds
         self.rows: list[dict] = []
         reasons: list[str] = []
         for number, row in json_lines(file, max_line_bytes):
@@ -83,7 +84,9 @@ class AudioQAJsonl(Source):
         if not isinstance(row, dict):
             raise ValueError("not a JSON object")
         name = next((row[k] for k in AUDIO_KEYS if k in row), None)
-        question, choices, answer = row.get("question"), row.get("choices"), row.get("answer")
+        question = row.get("question")
+        choices = row.get("choices")
+        answer = row.get("answer")
         if not isinstance(name, str) or not isinstance(question, str) or not isinstance(choices, list):
             raise ValueError("needs an audio path, a question and a list of choices")
         if len(choices) < 2 or not all(isinstance(c, str) for c in choices):

@@ -71,7 +71,8 @@ class Benchmark(Source):
             else (where if where.is_dir() else where.parent).resolve()
         )
         self.records, skips = self._read(files, where, limit)
-        self.skipped_rows, self.skip_reasons = skips.count, dict(skips.reasons)
+        self.skipped_rows = skips.count
+        self.skip_reasons = dict(skips.reasons)
         if not self.records:
             raise ValueError(f"{owner}: no usable rows in {str(where)!r}")
 

@@ -113,7 +113,9 @@ class Conversations(Benchmark):
             num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=0.0
         )
         check_sampling(**self.video_sampling)
-        self.turns, self.sampling_rate, self.clip_seconds = turns, sampling_rate, clip_seconds
+        self.turns = turns
+        self.sampling_rate = sampling_rate
+        self.clip_seconds = clip_seconds
         super().__init__(path, **kwargs)
 
     def parse(self, row: dict, name: str) -> list[dict]:
@@ -179,7 +181,8 @@ def _messages(row: dict, max_turns: int) -> list[tuple[str, str]]:
     for turn in turns:
         if not isinstance(turn, dict):
             raise ValueError(f"bad turn: {str(turn)[:80]!r} is not an object")
-        role, text = turn.get("from", turn.get("role")), turn.get("value", turn.get("content"))
+        role = turn.get("from", turn.get("role"))
+        text = turn.get("value", turn.get("content"))
         if role not in ROLES or not isinstance(text, str):
             raise ValueError(f"unknown role: {str(role)[:40]!r} (or its text is not a string)")
         if _SPECIAL.search(text):

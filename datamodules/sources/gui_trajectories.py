@@ -68,7 +68,8 @@ class GUITrajectories(Source):
 
     def _step(self, row: dict, t: int, line: int) -> tuple[Path, Path, dict, list[Node] | None, str]:
         shots = row["screenshots"]
-        before, after = inside(self.root, shots[t]), inside(self.root, shots[t + self.steps])
+        before = inside(self.root, shots[t])
+        after = inside(self.root, shots[t + self.steps])
         trees = row.get("accessibility_trees")
         nodes = None if trees is None or trees[t] is None else [_node(raw) for raw in trees[t]]
         later = f" to {t + self.steps}" if self.steps > 1 else ""

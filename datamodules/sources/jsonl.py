@@ -78,7 +78,10 @@ class RowSkips:
     summary)."""
 
     def __init__(self, owner: str, path: str):
-        self.owner, self.path, self.reasons, self.first = owner, path, Counter(), {}
+        self.owner = owner
+        self.path = path
+        self.reasons = Counter()
+        self.first = {}
 
     def add(self, line: int | str, reason: str) -> None:
         """Count a skipped row: ``line`` is its line number in the file, or a ``file:line`` of its

@@ -94,8 +94,10 @@ class MCQBenchmark(Benchmark):
             audio=audio,
             rewrite=rewrite,
         )
-        self.answer_as, self.image_strings = answer_as, image_strings
-        self.sampling_rate, self.clip_seconds = sampling_rate, clip_seconds
+        self.answer_as = answer_as
+        self.image_strings = image_strings
+        self.sampling_rate = sampling_rate
+        self.clip_seconds = clip_seconds
         super().__init__(path, **kwargs)
 
     def parse(self, row: dict, name: str) -> list[dict]:

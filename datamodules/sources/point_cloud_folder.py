@@ -53,8 +53,11 @@ class PointCloudFolder(Source):
         if sampling not in ("fps", "random"):
             raise ValueError(f"sampling must be 'fps' or 'random', got {sampling!r}")
         self.root, self.extensions, self.paths = find_files(root, extensions, "PointCloudFolder")
-        self.voxel_size, self.num_points, self.sampling = voxel_size, num_points, sampling
-        self.normalize, self.seed = normalize, seed
+        self.voxel_size = voxel_size
+        self.num_points = num_points
+        self.sampling = sampling
+        self.normalize = normalize
+        self.seed = seed
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -163,7 +166,10 @@ def _ply_layout(header: list[str]) -> tuple[str, int, int, int | None] | None:
     if not formats:
         return None
     encoding = "ascii" if formats[0] == "ascii" else "binary"
-    count, stride, values, elements = 0, 0, 0, 0
+    count = 0
+    stride = 0
+    values = 0
+    elements = 0
     for words in (line.split() for line in header):
         if words[:1] == ["element"] and len(words) > 2:
             elements += 1

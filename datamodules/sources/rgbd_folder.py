@@ -92,8 +92,12 @@ class RGBDFolder(Source):
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
             raise FileNotFoundError(f"RGBDFolder root {str(self.root)!r} is not an existing directory")
-        self.rgb_dir, self.depth_dir, self.depth_suffix = rgb_dir, depth_dir, depth_suffix
-        self.depth_scale, self.fov, self.max_side = depth_scale, fov, max_side
+        self.rgb_dir = rgb_dir
+        self.depth_dir = depth_dir
+        self.depth_suffix = depth_suffix
+        self.depth_scale = depth_scale
+        self.fov = fov
+        self.max_side = max_side
         self.pairs, self.unpaired = self._pair(sorted(p for p in self.root.rglob("*") if p.is_file()))
         if not self.pairs:
             raise FileNotFoundError(
@@ -144,7 +148,8 @@ class RGBDFolder(Source):
             for path in [candidate, folder / INTRINSICS_FILE]:
                 if path is not None and path.is_file():
                     fx, fy, cx, cy, w, h = _read_intrinsics(str(path))
-                    sx, sy = width / (w or width), height / (h or height)
+                    sx = width / (w or width)
+                    sy = height / (h or height)
                     return np.array([[fx * sx, 0, cx * sx], [0, fy * sy, cy * sy], [0, 0, 1]])
             if folder == self.root:
                 break
@@ -157,7 +162,9 @@ class RGBDFolder(Source):
         """``(colour, depth)`` pairs in sorted order, and the files that have no partner."""
         present = set(files)
         depths = {p for p in files if self._is_depth(p)}
-        pairs, used, unpaired = [], set(), []
+        pairs = []
+        used = set()
+        unpaired = []
         for path in files:
             if path.suffix.lower() not in RGB_EXTENSIONS or path in depths or not self._is_rgb(path):
                 continue
@@ -201,7 +208,8 @@ def read_depth(path: Path, scale: float | None = None, max_pixels: int = MAX_IMA
             raw = np.asarray(image).astype(np.float32)
         default = 0.001
     elif suffix == ".npy":
-        raw, default = np.load(path, allow_pickle=False), 1.0
+        raw = np.load(path, allow_pickle=False)
+        default = 1.0
     else:
         raw, default = _opencv().imread(str(path), -1), 1.0  # -1: IMREAD_UNCHANGED, float32 stays float32
         if raw is None:
@@ -226,7 +234,8 @@ def fit(item: RGBD, max_side: int | None) -> RGBD:
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     rgb = Image.fromarray(item.rgb).resize(size, Image.Resampling.BILINEAR)
     depth = Image.fromarray(item.depth).resize(size, Image.Resampling.NEAREST)
-    sx, sy = size[0] / width, size[1] / height
+    sx = size[0] / width
+    sy = size[1] / height
     intrinsics = None if item.intrinsics is None else item.intrinsics * np.array([[sx], [sy], [1.0]])
     return RGBD(np.asarray(rgb), np.asarray(depth), intrinsics, item.name)
 

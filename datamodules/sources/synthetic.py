@@ -42,7 +42,9 @@ class SyntheticScenes(Source):
             raise ValueError(f"size must be >= 1, got {size}")
         if image_size < 8:
             raise ValueError(f"image_size must be >= 8 pixels, got {image_size}")
-        self.size, self.image_size, self.seed = size, image_size, seed
+        self.size = size
+        self.image_size = image_size
+        self.seed = seed
 
     def __len__(self) -> int:
         return self.size
@@ -78,7 +80,8 @@ def draw_scene(rng: np.random.Generator, side: int) -> np.ndarray:
 
     radius = rng.uniform(0.06, 0.12)
     # the lowest horizon point is >= 0.49, so this keeps the whole disc in the sky
-    cy, cx = rng.uniform(radius + 0.03, 0.46 - radius), rng.uniform(0.10, 0.45)
+    cy = rng.uniform(radius + 0.03, 0.46 - radius)
+    cx = rng.uniform(0.10, 0.45)
     sun = (x - cx) ** 2 + (y - cy) ** 2 < radius**2  # [H, W]
     image[sun] = SUN + rng.uniform(-0.05, 0.05, 3)
 

@@ -61,8 +61,11 @@ class SyntheticAudio(Source):
         unknown = sorted(set(kinds) - set(KINDS))
         if unknown or not kinds:
             raise ValueError(f"kinds must be a non-empty list of {KINDS}, got unknown {unknown}")
-        self.size, self.seconds, self.sampling_rate = size, seconds, sampling_rate
-        self.kinds, self.seed = list(kinds), seed
+        self.size = size
+        self.seconds = seconds
+        self.sampling_rate = sampling_rate
+        self.kinds = list(kinds)
+        self.seed = seed
 
     def __len__(self) -> int:
         return self.size
@@ -91,7 +94,8 @@ class SyntheticAudio(Source):
         return envelope * sum(np.sin(2 * np.pi * h * pitch * since) / h for h in range(1, harmonics + 1))
 
     def _chirp(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        low, high = 100 * 2 ** rng.uniform(0, 1.5), 2000 / 2 ** rng.uniform(0, 1.5)
+        low = 100 * 2 ** rng.uniform(0, 1.5)
+        high = 2000 / 2 ** rng.uniform(0, 1.5)
         f0, f1 = (low, high) if rng.random() < 0.5 else (high, low)
         rate = np.log(f1 / f0) / self.seconds
         phase = 2 * np.pi * f0 * np.expm1(rate * t) / rate  # integral of f0 * exp(rate * t)
@@ -108,7 +112,8 @@ class SyntheticAudio(Source):
         return noise * envelope
 
     def _rhythm(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        period, offset = rng.uniform(0.15, 0.5), rng.uniform(0, 0.1)
+        period = rng.uniform(0.15, 0.5)
+        offset = rng.uniform(0, 0.1)
         beat = np.floor((t - offset) / period)
         since = t - offset - beat * period
         accent = np.where(beat % int(rng.integers(2, 5)) == 0, 1.0, 0.5)

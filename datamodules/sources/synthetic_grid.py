@@ -12,7 +12,9 @@ from datamodules.sources.base import Source
 from tasks.gui.common import FramePair
 
 MOVES = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0), "stay": (0, 0)}
-_WALL, _FLOOR, _AGENT = (60, 60, 70), (205, 215, 190), (230, 40, 40)
+_WALL = (60, 60, 70)
+_FLOOR = (205, 215, 190)
+_AGENT = (230, 40, 40)
 
 
 class SyntheticGridWorld(Source):
@@ -50,8 +52,12 @@ class SyntheticGridWorld(Source):
             raise ValueError(f"actions must be >= 2 distinct of {list(MOVES)}, got {actions}")
         if not 0 <= walls < 1:
             raise ValueError(f"walls must be in [0, 1), got {walls}")
-        self.size, self.grid, self.image_size = size, grid, image_size
-        self.actions, self.walls, self.seed = tuple(actions), walls, seed
+        self.size = size
+        self.grid = grid
+        self.image_size = image_size
+        self.actions = tuple(actions)
+        self.walls = walls
+        self.seed = seed
 
     def __len__(self) -> int:
         return self.size

@@ -97,8 +97,13 @@ class SyntheticGUI(Source):
             raise ValueError(f"actions must be a non-empty list of {list(ACTION_FIELDS)}, got {unknown}")
         if tabs < 2 or steps < 1:
             raise ValueError(f"need tabs >= 2 and steps >= 1, got tabs={tabs}, steps={steps}")
-        self.size, self.width, self.height = size, width, height
-        self.actions, self.tabs, self.seed, self.steps = list(actions), tabs, seed, steps
+        self.size = size
+        self.width = width
+        self.height = height
+        self.actions = list(actions)
+        self.tabs = tabs
+        self.seed = seed
+        self.steps = steps
 
     def __len__(self) -> int:
         return self.size
@@ -173,13 +178,15 @@ class SyntheticGUI(Source):
 
     def nodes(self, state: State) -> list[Node]:
         """The accessibility tree of a screen, outermost first."""
-        w, h = self.width, self.height
+        w = self.width
+        h = self.height
         box = lambda x0, y0, x1, y1: (round(x0 * w), round(y0 * h), round(x1 * w), round(y1 * h))  # noqa: E731
         nodes = [Node(box(0, 0, 1, 1), "", "screen"), Node(box(0, 0, 1, 0.06), "", "status_bar")]
         if state.view == "home":
             nodes.append(Node(box(0, 0.1, 1, 0.94), "", "grid"))
             for a, name in enumerate(APPS):
-                col, row = a % 2, a // 2
+                col = a % 2
+                row = a // 2
                 nodes.append(
                     Node(box(0.1 + 0.45 * col, 0.13 + 0.27 * row, 0.45 + 0.45 * col, 0.36 + 0.27 * row), name, "icon")
                 )

@@ -19,7 +19,8 @@ def _box(rng, n, w, h):
     face = rng.integers(0, 6, n)
     uv = rng.uniform(-0.5, 0.5, (n, 2))
     pts = np.empty((n, 3))
-    axis, side = face // 2, face % 2 - 0.5
+    axis = face // 2
+    side = face % 2 - 0.5
     for a in range(3):
         others = [b for b in range(3) if b != a]
         sel = axis == a
@@ -34,7 +35,8 @@ def _sphere(rng, n, w, h):
 
 
 def _cylinder(rng, n, w, h):
-    theta, z = rng.uniform(0, 2 * np.pi, n), rng.uniform(0, h, n)
+    theta = rng.uniform(0, 2 * np.pi, n)
+    z = rng.uniform(0, h, n)
     return np.stack([np.cos(theta) * w / 2, np.sin(theta) * w / 2, z], 1)
 
 
@@ -75,7 +77,10 @@ class SyntheticPointClouds(Source):
             raise ValueError(f"size must be >= 1, got {size}")
         if num_points < 8:
             raise ValueError(f"num_points must be >= 8, got {num_points}")
-        self.size, self.num_points, self.colors, self.seed = size, num_points, colors, seed
+        self.size = size
+        self.num_points = num_points
+        self.colors = colors
+        self.seed = seed
 
     def __len__(self) -> int:
         return self.size
@@ -96,7 +101,9 @@ def make_object(rng: np.random.Generator, num_points: int) -> np.ndarray:
     num_parts = int(rng.integers(2, 4))
     counts = np.diff(np.linspace(0, num_points, num_parts + 1).astype(int))
     kinds = rng.choice(list(PRIMITIVES), num_parts)
-    width, base, parts = rng.uniform(0.8, 1.2), 0.0, []
+    width = rng.uniform(0.8, 1.2)
+    base = 0.0
+    parts = []
     for kind, n in zip(kinds, counts, strict=True):
         height = width * rng.uniform(0.5, 1.2)
         xyz = PRIMITIVES[kind](rng, n, width, height) + [0, 0, base]

@@ -76,7 +76,11 @@ class SyntheticQuestions(Source):
                 raise ValueError(f"{name} must be >= {least}, got {value}")
         if num_frames % 2 or not 0 <= seed < 10**6:
             raise ValueError(f"num_frames must be even and seed in [0, 999999], got {num_frames}, {seed}")
-        self.split, self.size, self.image_size, self.num_frames, self.seed = split, size, image_size, num_frames, seed
+        self.split = split
+        self.size = size
+        self.image_size = image_size
+        self.num_frames = num_frames
+        self.seed = seed
         self.rooms = SyntheticRGBD(
             size=10**8,
             width=image_size,
@@ -109,7 +113,8 @@ class SyntheticQuestions(Source):
         side = self.image_size
         relation = RELATIONS[int(rng.integers(4))]
         radius = rng.uniform(0.13, 0.17) * side
-        low, high = radius + 1, side - radius - 1
+        low = radius + 1
+        high = side - radius - 1
         gap = rng.uniform(0.4, 0.6) * side  # centre distance along the relation's axis
         middle = rng.uniform(low + gap / 2, high - gap / 2)
         across = rng.uniform(low + 0.1 * side, high - 0.1 * side)
@@ -128,7 +133,8 @@ class SyntheticQuestions(Source):
         )
 
     def _counting(self, rng: np.random.Generator, index: int) -> Question:
-        side, count = self.image_size, int(rng.integers(1, 5))
+        side = self.image_size
+        count = int(rng.integers(1, 5))
         palette = list(COLOURS.values())
         shapes = _scatter(rng, side, [palette[int(k)] for k in rng.integers(len(palette), size=count)])
         image = _draw(rng, side, shapes)
@@ -165,7 +171,8 @@ class SyntheticQuestions(Source):
         return (objects[left], objects[right]) if apart and deep else None
 
     def _temporal(self, rng: np.random.Generator, index: int) -> Question:
-        side, frames = self.image_size, self.num_frames
+        side = self.image_size
+        frames = self.num_frames
         onsets = rng.choice(frames, size=2, replace=False)  # red, blue: the frames they first show in
         shapes = _scatter(rng, side, [COLOURS["red"], COLOURS["blue"]])
         background = _background(rng, side)

@@ -56,8 +56,12 @@ class SyntheticRGBD(Source):
             raise ValueError(f"fov must be in [10, 120] degrees, got {fov}")
         if not 0 <= objects[0] <= objects[1] <= 8:
             raise ValueError(f"objects must be (fewest, most) with 0 <= fewest <= most <= 8, got {objects}")
-        self.size, self.width, self.height, self.fov = size, width, height, fov
-        self.objects, self.seed = tuple(objects), seed
+        self.size = size
+        self.width = width
+        self.height = height
+        self.fov = fov
+        self.objects = tuple(objects)
+        self.seed = seed
 
     def __len__(self) -> int:
         return self.size
@@ -158,7 +162,10 @@ def _place(rng: np.random.Generator, room: dict, across: float, down: float) -> 
 def _meshes(room: dict, o3d) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(vertices [V, 3], triangles [F, 3], colour [3])`` of the floor (first), ceiling, walls and
     objects."""
-    floor, ceiling, side, back = room["floor"], room["ceiling"], room["side"], room["back"]
+    floor = room["floor"]
+    ceiling = room["ceiling"]
+    side = room["side"]
+    back = room["back"]
     near = -1.0  # the room extends behind the camera, so no ray escapes past the side walls
     quads = [
         [(-side, floor, near), (side, floor, near), (side, floor, back), (-side, floor, back)],

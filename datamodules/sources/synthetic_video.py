@@ -71,8 +71,12 @@ class SyntheticVideos(Source):
             raise ValueError(f"height and width must be >= 16 pixels, got {height} x {width}")
         if not fps > 0:
             raise ValueError(f"fps must be positive, got {fps}")
-        self.size, self.num_frames, self.height, self.width = size, num_frames, height, width
-        self.fps, self.seed = fps, seed
+        self.size = size
+        self.num_frames = num_frames
+        self.height = height
+        self.width = width
+        self.fps = fps
+        self.seed = seed
         cache = Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")) / "videos"
         self.root = cache if root is None else Path(root).expanduser()
 
@@ -133,7 +137,8 @@ class SyntheticVideos(Source):
         along = (x - self.width / 2) * np.cos(angle) + (y - self.height / 2) * np.sin(angle)  # [H, W]
         ramp = (along / np.hypot(self.width, self.height) + 0.5)[..., None]  # [H, W, 1], within [0, 1]
         scene = {"background": near + (far - near) * ramp, "rise": rng.uniform(0.12, 0.22)}
-        count, first_hue = int(rng.integers(1, 4)), rng.uniform()
+        count = int(rng.integers(1, 4))
+        first_hue = rng.uniform()
         scene["shapes"] = [self._shape(rng, (first_hue + k / count) % 1.0) for k in range(count)]
         return scene
 
@@ -170,7 +175,9 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: float) -> None:
     try:
         with av.open(temporary, "w", format="mp4") as container:
             stream = container.add_stream("libx264rgb", rate=Fraction(fps).limit_denominator(1001))
-            stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "rgb24"
+            stream.width = frames.shape[2]
+            stream.height = frames.shape[1]
+            stream.pix_fmt = "rgb24"
             stream.options = {"crf": "0"}
             for frame in frames:
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))

@@ -142,7 +142,8 @@ def _element_spans(text: str, start: int) -> Iterator[tuple[int, int]]:
     """``(begin, end)`` of each element of the JSON list whose ``[`` is at ``start``: split at the
     commas outside strings and brackets (strings are matched whole, so their brackets and commas do
     not count)."""
-    depth, begin = 0, start + 1
+    depth = 0
+    begin = start + 1
     for token in _JSON_TOKENS.finditer(text, start + 1):
         mark = token[0]
         if mark in ("[", "{"):

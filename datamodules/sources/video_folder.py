@@ -152,7 +152,8 @@ def decode(
     decord = require("decord", "video", "video sources decode with decord")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
-        total, video_fps = len(reader), float(reader.get_avg_fps())
+        total = len(reader)
+        video_fps = float(reader.get_avg_fps())
         if not (math.isfinite(video_fps) and video_fps > 0):
             raise ValueError(f"frame rate {video_fps}")
         if total / video_fps < min_seconds:
@@ -200,7 +201,8 @@ def _fit(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     if max_pixels is None or height * width <= max_pixels:
         return frames
     scale = math.sqrt(max_pixels / (height * width))
-    w, h = max(1, int(width * scale)), max(1, int(height * scale))
+    w = max(1, int(width * scale))
+    h = max(1, int(height * scale))
     while w * h > max_pixels:  # float rounding can leave one row or column too many
         w, h = (w - 1, h) if w >= h else (w, h - 1)
     resample = Image.Resampling.BICUBIC

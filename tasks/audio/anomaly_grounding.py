@@ -96,7 +96,8 @@ class AudioAnomalyGrounding(Task):
             raise ValueError(f"need {_STEP} <= min_seconds <= max_seconds, got {min_seconds}, {max_seconds}")
         self.perturbations = list(perturbations)
         self.min_seconds, self.max_seconds = min_seconds, max_seconds  # kept, so a curriculum can copy the task
-        self.min_steps, self.max_steps = round(min_seconds / _STEP), round(max_seconds / _STEP)
+        self.min_steps = round(min_seconds / _STEP)
+        self.max_steps = round(max_seconds / _STEP)
 
     def make_example(self, item: Audio, rng: random.Random) -> Example:
         wave = waveform_of(item, 4 * _STEP)  # a stretch of one step inside a clip at least twice as long
@@ -105,7 +106,8 @@ class AudioAnomalyGrounding(Task):
         longest = min(self.max_steps, total // 2)
         length = rng.randint(min(self.min_steps, longest), longest)
         first = rng.randint(0, total - length)
-        start, stop = round(first * _STEP * sr), round((first + length) * _STEP * sr)
+        start = round(first * _STEP * sr)
+        stop = round((first + length) * _STEP * sr)
         kind = rng.choice(self.perturbations)
         altered = wave.copy()
         altered[start:stop] = PERTURBATIONS[kind](wave, start, stop, rng)

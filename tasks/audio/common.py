@@ -100,7 +100,8 @@ def resample(wave: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarr
     if orig_rate == target_rate or len(wave) == 0:
         return wave.copy()
     ratio = Fraction(target_rate / orig_rate).limit_denominator(1000)  # up / down
-    up, down = ratio.numerator, ratio.denominator
+    up = ratio.numerator
+    down = ratio.denominator
     cutoff = _ROLLOFF * min(1.0, up / down)  # in cycles per input sample x 2 (1 = input Nyquist)
     half = math.ceil(_ZERO_CROSSINGS / cutoff)  # taps each side, in input samples
     taps = np.arange(-half + 1, half + 1)  # [W] offsets from the floor of the position

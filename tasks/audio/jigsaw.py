@@ -50,7 +50,9 @@ class AudioJigsaw(OrderTask):
             raise ValueError(f"segments must be >= 2, got {segments}")
         if not min_segment_seconds > 0:
             raise ValueError(f"min_segment_seconds must be > 0, got {min_segment_seconds}")
-        self.segments, self.min_segment_seconds, self.composite = segments, min_segment_seconds, composite
+        self.segments = segments
+        self.min_segment_seconds = min_segment_seconds
+        self.composite = composite
 
     def make_example(self, item: Audio, rng: random.Random) -> Example:
         wave = waveform_of(item, self.segments * self.min_segment_seconds)
@@ -58,7 +60,8 @@ class AudioJigsaw(OrderTask):
         shown = list(range(self.segments))
         rng.shuffle(shown)
         ordered = [pieces[slot] for slot in shown]
-        k, seconds = self.segments, len(pieces[0]) / item.sampling_rate
+        k = self.segments
+        seconds = len(pieces[0]) / item.sampling_rate
         if self.composite:
             media = [audio_part(np.concatenate(ordered), item.sampling_rate)]
             intro = (

@@ -52,7 +52,8 @@ class AudioSpeed(Task):
         self.options = [_label(s) for s in speeds] + ["played backwards"] * reverse
         if len(self.options) < 2:
             raise ValueError("need at least two options: give two speeds, or one speed with reverse=True")
-        self.speeds, self.reverse = [float(s) for s in speeds], reverse
+        self.speeds = [float(s) for s in speeds]
+        self.reverse = reverse
 
     def make_example(self, item: Audio, rng: random.Random) -> Example:
         wave = waveform_of(item)

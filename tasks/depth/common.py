@@ -64,7 +64,8 @@ def checked(item: RGBD, need_intrinsics: bool = False) -> tuple[np.ndarray, np.n
     """``(rgb [H, W, 3] uint8, depth [H, W] float32, intrinsics [3, 3] float64 or None)`` of
     ``item``, invalid depth (0, negative, inf) as NaN; SkipItem when the parts do not fit together,
     or when ``need_intrinsics`` and the item has none."""
-    rgb, depth = np.asarray(item.rgb), np.asarray(item.depth, dtype=np.float32)
+    rgb = np.asarray(item.rgb)
+    depth = np.asarray(item.depth, dtype=np.float32)
     name = item.name or "rgbd"
     if rgb.ndim != 3 or rgb.shape[-1] != 3 or rgb.dtype != np.uint8 or depth.shape != rgb.shape[:2]:
         raise SkipItem(
@@ -138,7 +139,8 @@ def inner_pixels(mask: np.ndarray, border: int) -> np.ndarray:
 def back_project(points: np.ndarray, depth: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
     """Camera-frame positions ``[N, 3]`` of pixel centres ``points`` ``[N, 2]`` as ``(u, v)`` at z
     ``depth`` ``[N]``."""
-    u, v = points[:, 0] + 0.5, points[:, 1] + 0.5
+    u = points[:, 0] + 0.5
+    v = points[:, 1] + 0.5
     x = (u - intrinsics[0, 2]) * depth / intrinsics[0, 0]
     y = (v - intrinsics[1, 2]) * depth / intrinsics[1, 1]
     return np.stack([x, y, depth], axis=-1)
@@ -159,9 +161,11 @@ def draw_markers(rgb: np.ndarray, points: list[tuple[int, int]], radius: int, co
     overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(overlay)
     font = ImageFont.load_default(size=max(8, round(1.4 * radius)))
-    palette, ring = list(MARKER_COLOURS.values()), max(1, radius // 4)
+    palette = list(MARKER_COLOURS.values())
+    ring = max(1, radius // 4)
     for label, (u, v) in enumerate(points, start=1):
-        x, y = u + 0.5, v + 0.5
+        x = u + 0.5
+        y = v + 0.5
         box = (x - radius, y - radius, x + radius, y + radius)
         if colours:
             colour = palette[label - 1]
@@ -254,7 +258,10 @@ class DepthOrdering(OrderTask):
             raise ValueError(f"separator must be 'comma' or 'dash' (the latter with style 'order'), got {separator!r}")
         if labels not in ("numbers", "colours"):
             raise ValueError(f"labels must be 'numbers' or 'colours', got {labels!r}")
-        self.marker_size, self.style, self.separator, self.labels = marker_size, style, separator, labels
+        self.marker_size = marker_size
+        self.style = style
+        self.separator = separator
+        self.labels = labels
 
     def check_style(self, k: int) -> None:
         """Reject a lettered choice over more orders than fit the alphabet and a prompt."""

@@ -53,7 +53,9 @@ class DepthOrder(DepthOrdering):
         if not 0 <= depth_range[0] < depth_range[1]:
             raise ValueError(f"depth_range must be (nearest, farthest) with 0 <= nearest < farthest, got {depth_range}")
         self.check_style(points)
-        self.points, self.min_distance, self.min_gap = points, min_distance, min_gap
+        self.points = points
+        self.min_distance = min_distance
+        self.min_gap = min_gap
         self.depth_range = tuple(depth_range)
 
     def pick(

@@ -59,7 +59,9 @@ class RegionalDepthOrder(DepthOrdering):
         if not 0 < patch < 0.5 or flatness <= 0:
             raise ValueError(f"patch must be in (0, 0.5) and flatness > 0, got {patch}, {flatness}")
         self.check_style(len(ordered))
-        self.bands, self.patch, self.flatness = ordered, patch, flatness
+        self.bands = ordered
+        self.patch = patch
+        self.flatness = flatness
 
     def pick(
         self, rgb: np.ndarray, depth: np.ndarray, radius: int, rng: random.Random, name: str

@@ -83,8 +83,13 @@ class RelativePosition3D(Task):
             raise ValueError(f"flatness must be > 0, got {flatness}")
         if not 0 < marker_size < 0.25:
             raise ValueError(f"marker_size must be in (0, 0.25), got {marker_size}")
-        self.facing_weights, self.diagonals, self.margin = list(facing_weights), diagonals, margin
-        self.min_separation, self.patch, self.flatness, self.marker_size = min_separation, patch, flatness, marker_size
+        self.facing_weights = list(facing_weights)
+        self.diagonals = diagonals
+        self.margin = margin
+        self.min_separation = min_separation
+        self.patch = patch
+        self.flatness = flatness
+        self.marker_size = marker_size
 
     def make_example(self, item: RGBD, rng: random.Random) -> Example:
         rgb, depth, intrinsics = checked(item, need_intrinsics=True)
@@ -119,7 +124,8 @@ class RelativePosition3D(Task):
     def relation(self, observer: np.ndarray, other: np.ndarray, facing: str) -> str | None:
         """The sector in which ``other`` lies for someone at ``observer`` (camera-frame ``[3]``
         positions) facing ``facing``; None when too close, or too near a sector boundary."""
-        dx, dz = other[0] - observer[0], other[2] - observer[2]
+        dx = other[0] - observer[0]
+        dz = other[2] - observer[2]
         if math.hypot(dx, dz) < self.min_separation * (observer[2] + other[2]) / 2:
             return None
         fx, fz = FACINGS[facing][0]

@@ -34,7 +34,8 @@ class EmbodiedInverseDynamics(Task):
         super().__init__(**kwargs)
         if labels not in ("letters", "names"):
             raise ValueError(f"labels must be 'letters' or 'names', got {labels!r}")
-        self.labels, self.shuffle = labels, shuffle
+        self.labels = labels
+        self.shuffle = shuffle
 
     def make_example(self, item: FramePair, rng: random.Random) -> Example:
         options = list(item.actions)

@@ -91,7 +91,8 @@ class GUIGrounding(Task):
         match = _POINT.fullmatch((answer or "").strip())
         if not match:
             return None
-        x, y = float(match[1]), float(match[2])
+        x = float(match[1])
+        y = float(match[2])
         width, height = self.bounds(example)
         return None if x > width or y > height else [x, y, x, y]
 
@@ -115,7 +116,8 @@ def _on_screen(node: Node, screen: tuple[int, int]) -> Node:
 
 
 def _encloses(outer: Node, inner: Node) -> bool:
-    a, b = outer.bounds, inner.bounds
+    a = outer.bounds
+    b = inner.bounds
     return a[0] <= b[0] and a[1] <= b[1] and a[2] >= b[2] and a[3] >= b[3]
 
 

@@ -81,8 +81,11 @@ class GUIInverseDynamics(Task):
             raise ValueError(f"scales must be a non-empty list of factors in (0, 4], got {scales}")
         if not 0 <= click_radius <= 1 or not 0 <= type_credit <= 1:
             raise ValueError(f"click_radius and type_credit must be in [0, 1], got {click_radius}, {type_credit}")
-        self.output, self.action_types = output, list(action_types)
-        self.scales, self.click_radius, self.type_credit = list(scales), click_radius, type_credit
+        self.output = output
+        self.action_types = list(action_types)
+        self.scales = list(scales)
+        self.click_radius = click_radius
+        self.type_credit = type_credit
 
     def make_example(self, item: GUITransition, rng: random.Random) -> Example:
         try:
@@ -96,7 +99,8 @@ class GUIInverseDynamics(Task):
             raise SkipItem(f"{item.name}: the recorded point ({action['x']}, {action['y']}) is off the screen")
         scale = rng.choice(self.scales)
         size = max(1, round(width * scale)), max(1, round(height * scale))
-        fx, fy = size[0] / width, size[1] / height
+        fx = size[0] / width
+        fy = size[1] / height
         nodes = None if item.nodes is None else [_scale_node(node, fx, fy) for node in item.nodes]
         if "x" in action:
             action |= {"x": round(action["x"] * fx), "y": round(action["y"] * fy)}

@@ -17,12 +17,15 @@ def resized_crop(image: Image.Image, rng: random.Random, scale: tuple[float, flo
     for _ in range(10):
         target = area * rng.uniform(*scale)
         ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
-        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        w = round(math.sqrt(target * ratio))
+        h = round(math.sqrt(target / ratio))
         if 0 < w <= image.width and 0 < h <= image.height:
-            x, y = rng.randrange(image.width - w + 1), rng.randrange(image.height - h + 1)
+            x = rng.randrange(image.width - w + 1)
+            y = rng.randrange(image.height - h + 1)
             return image.crop((x, y, x + w, y + h)).resize((size, size), Image.Resampling.BICUBIC)
     side = min(image.size)  # the fallback torchvision uses too: the centre square
-    x, y = (image.width - side) // 2, (image.height - side) // 2
+    x = (image.width - side) // 2
+    y = (image.height - side) // 2
     return image.crop((x, y, x + side, y + side)).resize((size, size), Image.Resampling.BICUBIC)
 
 

@@ -66,7 +66,10 @@ class Contrastive(Task):
             raise ValueError(f"p must be in [0, 1], got {p}")
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        self.scale, self.size, self.p, self.min_size = list(scale), size, p, min_size
+        self.scale = list(scale)
+        self.size = size
+        self.p = p
+        self.min_size = min_size
 
     def make_example(self, item: Image.Image | Sequence[Image.Image], rng: random.Random) -> Example:
         images = halves(item.convert("RGB")) if isinstance(item, Image.Image) else [i.convert("RGB") for i in item]

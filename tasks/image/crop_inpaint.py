@@ -30,7 +30,8 @@ def _context(image: Image.Image, box: tuple[int, int, int, int], margin: int) ->
 
 def distractor(kind: str, image: Image.Image, box: tuple[int, int, int, int]) -> Image.Image:
     """A wrong option of ``kind`` for the crop ``box`` of ``image``, as large as the crop."""
-    crop, side = image.crop(box), box[2] - box[0]
+    crop = image.crop(box)
+    side = box[2] - box[0]
     if kind == "rotate_left":
         return crop.transpose(Image.Transpose.ROTATE_90)
     if kind == "rotate_right":
@@ -68,14 +69,16 @@ class CropInpaint(Task):
         unknown = set(distractors) - set(DISTRACTORS)
         if unknown or len(set(distractors)) < 3:
             raise ValueError(f"distractors must name at least 3 distinct kinds of {DISTRACTORS}, got {distractors}")
-        self.distractors, self.min_size = list(distractors), min_size
+        self.distractors = list(distractors)
+        self.min_size = min_size
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         image = item.convert("RGB")
         side = min(image.size) // 2
         if side < self.min_size:
             raise SkipItem(f"{image.size} image: a {side} px square is below min_size={self.min_size}")
-        x, y = rng.randrange(image.width - side + 1), rng.randrange(image.height - side + 1)
+        x = rng.randrange(image.width - side + 1)
+        y = rng.randrange(image.height - side + 1)
         box = (x, y, x + side, y + side)
         kinds = ["original", *rng.sample(self.distractors, 3)]
         rng.shuffle(kinds)

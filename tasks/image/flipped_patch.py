@@ -41,11 +41,15 @@ class FlippedPatch(Task):
         super().__init__(**kwargs)
         if rows < 1 or cols < 1 or rows * cols < 2:
             raise ValueError(f"need rows, cols >= 1 and at least two patches, got {rows}x{cols}")
-        self.rows, self.cols, self.labels, self.min_tile = rows, cols, labels, min_tile
+        self.rows = rows
+        self.cols = cols
+        self.labels = labels
+        self.min_tile = min_tile
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         tiles = grid.cut(item.convert("RGB"), self.rows, self.cols, self.min_tile)
-        patch, direction = rng.randrange(len(tiles)), rng.randrange(2)
+        patch = rng.randrange(len(tiles))
+        direction = rng.randrange(2)
         flipped = tiles[patch].transpose(FLIPS[direction])
         if flipped.tobytes() == tiles[patch].tobytes():
             raise SkipItem(f"patch {patch} looks the same flipped {('vertically', 'horizontally')[direction]}")

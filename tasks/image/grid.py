@@ -16,7 +16,8 @@ from tasks.base import SkipItem
 def cut(image: Image.Image, rows: int, cols: int, min_tile: int) -> list[Image.Image]:
     """Equal tiles in raster order, after a centre crop that makes the grid divide the image
     exactly; SkipItem when a tile would be smaller than ``min_tile`` pixels on a side."""
-    tile_w, tile_h = image.width // cols, image.height // rows
+    tile_w = image.width // cols
+    tile_h = image.height // rows
     if min(tile_w, tile_h) < min_tile:
         raise SkipItem(f"{image.size} image: {tile_w}x{tile_h} tiles, below min_tile={min_tile}")
     left = (image.width - tile_w * cols) // 2
@@ -67,7 +68,8 @@ def borders(
     ``rows x cols`` grid of ``width x height`` cells: ``ratio`` of the cell at the image's outer
     edges and half that at an inner edge, so a seam between two cells loses ``ratio`` of a cell, as
     Jigsaw-R1's ``mask_image`` does."""
-    across, down = int(width * ratio), int(height * ratio)
+    across = int(width * ratio)
+    down = int(height * ratio)
     return (
         across if col == 0 else across // 2,
         down if row == 0 else down // 2,
@@ -80,10 +82,12 @@ def mask_borders(image: Image.Image, rows: int, cols: int, ratio: float) -> Imag
     """A copy of ``image`` (cut into ``rows x cols`` equal cells from its top-left corner) with each
     cell's `borders` black; pixels right of or below the last whole cell are left alone."""
     pixels = np.array(image.convert("RGB"))  # [H, W, 3]
-    width, height = image.width // cols, image.height // rows
+    width = image.width // cols
+    height = image.height // rows
     for row in range(rows):
         for col in range(cols):
-            left, top = col * width, row * height
+            left = col * width
+            top = row * height
             cut_left, cut_top, cut_right, cut_bottom = borders(rows, cols, row, col, width, height, ratio)
             cell = pixels[top : top + height, left : left + width]
             cell[:cut_top], cell[height - cut_bottom :], cell[:, :cut_left] = 0, 0, 0
@@ -108,7 +112,8 @@ def neighbour_accuracy(pred: Sequence[int], truth: Sequence[int], rows: int, col
             if not inside:
                 continue
             total += 1
-            first, second = where[label], where[truth[slot + step]]
+            first = where[label]
+            second = where[truth[slot + step]]
             # side by side means in one row too: the last slot of a row and the first of the next
             # are not
             kept += second - first == step and (not across or first // cols == second // cols)

@@ -67,10 +67,12 @@ class Jigsaw(OrderTask):
             raise ValueError(f"min_tile must be >= 1, got {min_tile}")
         if not 0 <= mask_ratio < 0.5:
             raise ValueError(f"mask_ratio must be in [0, 0.5), got {mask_ratio}")
-        self.rows, self.cols = rows, cols
+        self.rows = rows
+        self.cols = cols
         self.composite = composite
         self.min_tile = min_tile
-        self.swap, self.mask_ratio = swap, mask_ratio
+        self.swap = swap
+        self.mask_ratio = mask_ratio
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         rows, cols, shown, pieces = self.shuffle(item, rng)

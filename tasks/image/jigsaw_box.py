@@ -68,8 +68,13 @@ class JigsawBox(BoxTask):
                 f"need 0 <= mask_ratio < 0.5, min_tile >= 1, factor >= 1 and max_pixels >= factor^2, "
                 f"got {mask_ratio}, {min_tile}, {factor}, {max_pixels}"
             )
-        self.rows, self.cols, self.box_size, self.mask_ratio = rows, cols, list(box_size), mask_ratio
-        self.min_tile, self.factor, self.max_pixels = min_tile, factor, max_pixels
+        self.rows = rows
+        self.cols = cols
+        self.box_size = list(box_size)
+        self.mask_ratio = mask_ratio
+        self.min_tile = min_tile
+        self.factor = factor
+        self.max_pixels = max_pixels
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         image = item.convert("RGB")
@@ -111,7 +116,8 @@ class JigsawBox(BoxTask):
         box_w, box_h = (self._side(side, room, rng) for side, room in ((width, room_w), (height, room_h)))
         boxes = []
         for i, (left, top, right, bottom) in enumerate(cuts):
-            x0, y0 = (i % self.cols) * width, (i // self.cols) * height
+            x0 = (i % self.cols) * width
+            y0 = (i // self.cols) * height
             x = x0 + rng.randint(left, width - box_w - right)
             y = y0 + rng.randint(top, height - box_h - bottom)
             boxes.append([x, y, x + box_w, y + box_h])
@@ -133,7 +139,8 @@ class JigsawBox(BoxTask):
         return order
 
     def _question(self, region: int, size: tuple[int, int]) -> str:
-        k, layout = self.rows * self.cols, grid.grid_name(self.rows, self.cols)
+        k = self.rows * self.cols
+        layout = grid.grid_name(self.rows, self.cols)
         masked = " The borders of every region are blacked out." if self.mask_ratio else ""
         return (
             f"This image is divided into regions on a grid of {layout}, numbered 1 to {k} "

@@ -74,7 +74,9 @@ class JigsawSingle(Jigsaw):
 
     def reasoning(self, example: Example) -> str:
         """Where the named piece came from (an SFT demonstration)."""
-        cols, piece, slot = example.meta["cols"], example.meta["piece"], example.answer - 1
+        cols = example.meta["cols"]
+        piece = example.meta["piece"]
+        slot = example.answer - 1
         return (
             f"Piece {piece} shows the part at row {slot // cols + 1}, column {slot % cols + 1} of the original "
             f"image, which is position {example.answer}."

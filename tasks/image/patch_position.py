@@ -51,13 +51,17 @@ class PatchPosition(Task):
         super().__init__(**kwargs)
         if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
             raise ValueError(f"scale must be [low, high] with 0 < low <= high <= 1, got {scale}")
-        self.scale, self.min_size, self.augment = list(scale), min_size, augment
+        self.scale = list(scale)
+        self.min_size = min_size
+        self.augment = augment
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         image = item.convert("RGB")
         quadrant = rng.randrange(4)
-        qw, qh = image.width // 2, image.height // 2
-        w, h = self._side(qw, rng), self._side(qh, rng)
+        qw = image.width // 2
+        qh = image.height // 2
+        w = self._side(qw, rng)
+        h = self._side(qh, rng)
         left = (quadrant % 2) * qw + rng.randrange(qw - w + 1)
         top = (quadrant // 2) * qh + rng.randrange(qh - h + 1)
         crop = image.crop((left, top, left + w, top + h))

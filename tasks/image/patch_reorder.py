@@ -84,8 +84,12 @@ class PatchReorder(Task):
         if not 0 <= mask <= 1:
             raise ValueError(f"mask must be a probability, got {mask}")
         answers.check_permutation_reward(reward, 1.0)
-        self.grids, self.grid_weights, self.mask, self.labels = list(grids), grid_weights, mask, labels
-        self.reward, self.min_tile = reward, min_tile
+        self.grids = list(grids)
+        self.grid_weights = grid_weights
+        self.mask = mask
+        self.labels = labels
+        self.reward = reward
+        self.min_tile = min_tile
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         rows, cols = rng.choices(self._grids, weights=self.grid_weights)[0]

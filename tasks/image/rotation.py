@@ -134,7 +134,8 @@ def inscribed_size(width: float, height: float, theta: float) -> tuple[float, fl
     its bound; that is the answer when it also meets the other, otherwise both constraints are
     tight.
     """
-    c, s = abs(math.cos(theta)), abs(math.sin(theta))
+    c = abs(math.cos(theta))
+    s = abs(math.sin(theta))
     if s < 1e-12 or c < 1e-12:
         return (width, height) if s < 1e-12 else (height, width)
     if width <= 2 * s * c * height:
@@ -146,5 +147,6 @@ def inscribed_size(width: float, height: float, theta: float) -> tuple[float, fl
 
 
 def _centre_crop(image: Image.Image, width: int, height: int) -> Image.Image:
-    left, top = (image.width - width) // 2, (image.height - height) // 2
+    left = (image.width - width) // 2
+    top = (image.height - height) // 2
     return image.crop((left, top, left + width, top + height))

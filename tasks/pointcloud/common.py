@@ -72,7 +72,8 @@ def rotation_matrix(axis: str, degrees: float) -> np.ndarray:
     """``[3, 3]`` counter-clockwise rotation by ``degrees`` about ``axis`` (x, y or z); apply as
     ``xyz @ R.T``."""
     a = AXES[axis]
-    b, c = (a + 1) % 3, (a + 2) % 3
+    b = (a + 1) % 3
+    c = (a + 2) % 3
     theta = np.deg2rad(degrees)
     matrix = np.eye(3)
     matrix[b, b] = matrix[c, c] = np.cos(theta)

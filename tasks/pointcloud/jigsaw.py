@@ -61,8 +61,10 @@ class PointCloudJigsaw(OrderTask):
             raise ValueError(f"axis must be one of {sorted(AXES)}, got {axis!r}")
         if image_size < 16:
             raise ValueError(f"image_size must be >= 16 pixels, got {image_size}")
-        self.num_slabs, self.axis = num_slabs, axis
-        self.render, self.image_size = render, image_size
+        self.num_slabs = num_slabs
+        self.axis = axis
+        self.render = render
+        self.image_size = image_size
 
     def make_example(self, item: PointCloud, rng: random.Random) -> Example:
         slabs = cut_slabs(normalize(points_of(item, min_points=2 * self.num_slabs)), self.num_slabs, self.axis)

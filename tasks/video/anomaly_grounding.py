@@ -72,8 +72,10 @@ def zoom_in(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     """The central part, 1/1.3 to 1/1.5 of each side, enlarged to the full frame."""
     scale = rng.uniform(1.3, 1.5)
     height, width = frames.shape[1:3]
-    crop_h, crop_w = max(1, round(height / scale)), max(1, round(width / scale))
-    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    crop_h = max(1, round(height / scale))
+    crop_w = max(1, round(width / scale))
+    top = (height - crop_h) // 2
+    left = (width - crop_w) // 2
     return np.stack([_resize(frame[top : top + crop_h, left : left + crop_w], width, height) for frame in frames])
 
 
@@ -81,7 +83,8 @@ def zoom_out(frames: np.ndarray, rng: random.Random) -> np.ndarray:
     """The whole frame shrunk by 1.2 to 1.4 and centred on black."""
     scale = rng.uniform(1.2, 1.4)
     height, width = frames.shape[1:3]
-    small_h, small_w = max(1, round(height / scale)), max(1, round(width / scale))
+    small_h = max(1, round(height / scale))
+    small_w = max(1, round(width / scale))
     return _centre_on_black([_resize(frame, small_w, small_h) for frame in frames], height, width)
 
 
@@ -122,7 +125,8 @@ def _centre_on_black(frames: Sequence[np.ndarray], height: int, width: int) -> n
     """Frames ``[T, h, w, 3]`` no larger than ``height x width``, centred on black frames of that
     size."""
     small_h, small_w = frames[0].shape[:2]
-    top, left = (height - small_h) // 2, (width - small_w) // 2
+    top = (height - small_h) // 2
+    left = (width - small_w) // 2
     out = np.zeros((len(frames), height, width, 3), np.uint8)
     for i, frame in enumerate(frames):
         out[i, top : top + small_h, left : left + small_w] = frame
@@ -134,7 +138,8 @@ def _fit_on_black(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     a turned frame keeps the video's frame size (VideoSSR lets it change, which one ``[T, H, W, 3]``
     clip cannot)."""
     scale = min(height / frames.shape[1], width / frames.shape[2], 1.0)
-    small_h, small_w = max(1, round(frames.shape[1] * scale)), max(1, round(frames.shape[2] * scale))
+    small_h = max(1, round(frames.shape[1] * scale))
+    small_w = max(1, round(frames.shape[2] * scale))
     return _centre_on_black([_resize(frame, small_w, small_h) for frame in frames], height, width)
 
 
@@ -214,7 +219,8 @@ class AnomalyGrounding(Task):
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
         self.perturbations = list(perturbations)
-        self.min_len, self.max_len = min_len, max_len
+        self.min_len = min_len
+        self.max_len = max_len
         self.partners = int(SWAP in self.perturbations)  # the data module then passes [video, other video]
 
     def make_example(self, item: Video | Sequence[Video], rng: random.Random) -> Example:

@@ -80,15 +80,19 @@ class ObjectCounting(Task):
             raise ValueError(f"parse must be 'strict' or 'numbers', got {parse!r}")
         self.parse = parse
         self.kinds = list(kinds)
-        self.max_frames_per_kind, self.max_per_frame, self.min_gap = max_frames_per_kind, max_per_frame, min_gap
+        self.max_frames_per_kind = max_frames_per_kind
+        self.max_per_frame = max_per_frame
+        self.min_gap = min_gap
 
     def make_example(self, item: Video, rng: random.Random) -> Example:
         frames = even_frames(item, len(self.kinds))
         if min(frames.shape[1:3]) < _MIN_SIDE:
             raise SkipItem(f"{item.name or 'video'}: {frames.shape[2]}x{frames.shape[1]} frames, below {_MIN_SIDE}")
         gap = max(1, min(self.min_gap, len(frames) // self.max_frames_per_kind))
-        drawn, free = frames.copy(), list(range(len(frames)))
-        counts, where = [], {}
+        drawn = frames.copy()
+        free = list(range(len(frames)))
+        counts = []
+        where = {}
         for i, kind in enumerate(self.kinds):
             later = len(self.kinds) - 1 - i  # each kind still to come keeps a free frame
             chosen = _pick(free, min(rng.randint(1, self.max_frames_per_kind), len(free) - later), gap, rng)

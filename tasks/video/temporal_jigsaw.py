@@ -73,8 +73,12 @@ class TemporalJigsaw(OrderTask):
         if fps is not None and not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"fps must be a positive number or None, got {fps}")
         answers.check_order_style(style, clips, "clips")
-        self.clips, self.trim, self.composite, self.style = clips, trim, composite, style
-        self.frames_per_clip, self.fps = frames_per_clip, fps
+        self.clips = clips
+        self.trim = trim
+        self.composite = composite
+        self.style = style
+        self.frames_per_clip = frames_per_clip
+        self.fps = fps
 
     def make_example(self, item: Video, rng: random.Random) -> Example:
         pieces, fps = self._cut(item)
@@ -110,7 +114,8 @@ class TemporalJigsaw(OrderTask):
             taken = cut + np.floor((np.arange(count) + 0.5) * central / count).astype(np.int64)
             fps = item.fps * count / central
         else:  # all of it, or all but its last frame
-            taken, fps = cut + np.arange(count), item.fps
+            taken = cut + np.arange(count)
+            fps = item.fps
         return [frames[i * size + taken] for i in range(self.clips)], fps
 
     def _count(self, central: int, seconds: float) -> int:

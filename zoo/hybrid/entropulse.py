@@ -150,7 +150,8 @@ class Entropulse(Guidance):
                 f"window, sft_steps and buffer_size must be >= 1, got {window}, {sft_steps}, {buffer_size}"
             )
         self.schedule = Schedule(threshold, window, sft_steps)
-        self.success, self.buffer = success, Successes(buffer_size)
+        self.success = success
+        self.buffer = Successes(buffer_size)
         self._entropy = [0.0, 0.0]  # entropy sum and token count of the current RL step
         self._last = "rl"
 
@@ -168,7 +169,9 @@ class Entropulse(Guidance):
         return self._sft_step(strategy, batch) if self._last == "sft" else None
 
     def _sft_step(self, strategy, batch: list) -> dict:
-        module, means, start = strategy.lightning_module, MetricMeans(), time.perf_counter()
+        module = strategy.lightning_module
+        means = MetricMeans()
+        start = time.perf_counter()
         step = module.trainer.global_step
         rng = random.Random(f"{os.environ.get('PL_GLOBAL_SEED', 0)}:{step}:{strategy.global_rank}")
         examples, replies = self.buffer.draw(len(batch), rng)

@@ -52,7 +52,8 @@ def join_groups(
         replies: The B demonstration texts.
         pad: Token id of the added columns (outside every mask).
     """
-    b, g = len(rollout.examples), rollout.num_generations
+    b = len(rollout.examples)
+    g = rollout.num_generations
     length = max(rollout.completion_ids.shape[1], ids.shape[1])
     device = rollout.completion_ids.device
 
@@ -201,7 +202,9 @@ class SRFT(LUFFY):
         super().__init__(shaping)
         if sft_coef < 0 or (positive_coef is not None and positive_coef < 0):
             raise ValueError(f"sft_coef and positive_coef must be >= 0, got {sft_coef}, {positive_coef}")
-        self.sft_coef, self.positive_coef, self.entropy_aware = sft_coef, positive_coef, entropy_aware
+        self.sft_coef = sft_coef
+        self.positive_coef = positive_coef
+        self.entropy_aware = entropy_aware
         self._sft_divisor = 1.0
 
     def prepare(self, strategy, parts: list) -> None:

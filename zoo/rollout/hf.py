@@ -30,7 +30,8 @@ class HFEngine(RolloutEngine):
         return None  # no memory of its own
 
     def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> Tensor:
-        policy, batch = self.policy, prompts.batch
+        policy = self.policy
+        batch = prompts.batch
         prompt_length = batch.tensors["input_ids"].shape[1]
         processors = (
             []
@@ -69,7 +70,8 @@ class SeededSampling(LogitsProcessor):
     """
 
     def __init__(self, seeds: Tensor, prompt_length: int, temperature: float = 1.0, top_p: float = 1.0):
-        self.seeds, self.prompt_length = seeds, prompt_length
+        self.seeds = seeds
+        self.prompt_length = prompt_length
         self.warpers = [TemperatureLogitsWarper(temperature)] + ([TopPLogitsWarper(top_p)] if top_p < 1 else [])
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:

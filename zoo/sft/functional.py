@@ -51,9 +51,11 @@ def sft_loss(
     nll = token_nll(logps, mask, weights)  # [N, L]
     counts = mask.to(nll.dtype).sum(dim=1)  # [N]
     if normaliser == "token":
-        total, count = nll.sum(), counts.sum()
+        total = nll.sum()
+        count = counts.sum()
     else:
-        total, count = (nll.sum(dim=1) / counts.clamp(min=1)).sum(), (counts > 0).sum()
+        total = (nll.sum(dim=1) / counts.clamp(min=1)).sum()
+        count = (counts > 0).sum()
     return total / (float(count.clamp(min=1)) if divisor is None else divisor)
 
 

@@ -88,7 +88,8 @@ def rows() -> dict[str, list[tuple[str, ...]]]:
     """Table rows per section: models, tasks, sources (the classes of `found`, in its order)."""
     from tasks import answers
 
-    extras, classes = extras_requirements(), found()
+    extras = extras_requirements()
+    classes = found()
     table: dict[str, list[tuple[str, ...]]] = {"models": [], "tasks": [], "sources": []}
     for cls in classes["models"]:
         table["models"].append(

@@ -53,13 +53,16 @@ def _fit(image: Image.Image, width: int) -> Image.Image:
 def tile(item: Shown, number: int) -> Image.Image:
     """One example: its panels flowed into rows, then the task, the wrapped prompt and the
     answer."""
-    font, inner = label_font(), TILE_WIDTH - 2 * PAD
+    font = label_font()
+    inner = TILE_WIDTH - 2 * PAD
     line = FONT_SIZE + 4
     pictures = panels(item.example, item.item)
     if len(pictures) > MAX_PANELS:
         more = len(pictures) - MAX_PANELS + 1
         pictures = pictures[: MAX_PANELS - 1] + [note(f"+{more} more", f"{more} more pictures not drawn")]
-    placed, x, y = [], PAD, PAD
+    placed = []
+    x = PAD
+    y = PAD
     for panel in pictures:
         image = _fit(panel.image, inner)
         width = max(image.width, min(inner, round(font.getlength(panel.caption)) + 4))

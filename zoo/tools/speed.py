@@ -95,7 +95,8 @@ def run_zoo(settings: Settings) -> dict:
             self.start = time.perf_counter()
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-            rollout, metrics = outputs["rollout"], outputs["metrics"]
+            rollout = outputs["rollout"]
+            metrics = outputs["metrics"]
             self.steps.append(
                 {
                     "s": time.perf_counter() - self.start,
@@ -142,7 +143,9 @@ def _trl_dataset(settings: Settings):
     """The rotation prompts as a TRL conversational dataset with an ``image`` column."""
     from datasets import Dataset
 
-    task, source, rows = _task(), _source(settings), []
+    task = _task()
+    source = _source(settings)
+    rows = []
     for i in range(settings.prompts * (settings.steps + settings.warmup)):
         example = task.make_example(source[i], random.Random(settings.seed * 100_003 + i))
         content = example.messages[0]["content"]

@@ -44,10 +44,12 @@ def arms() -> list[TransferArm]:
 def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if the graded arm's mean held-out footrule beats the binary arm's by more than `MARGIN`
     and the larger seed standard deviation."""
-    graded, binary = seed_stats(rows, "graded", footrule), seed_stats(rows, "binary", footrule)
+    graded = seed_stats(rows, "graded", footrule)
+    binary = seed_stats(rows, "binary", footrule)
     if not graded[2] or not binary[2]:
         return None, "needs both arms"
-    bar, gap = max(MARGIN, graded[1], binary[1]), graded[0] - binary[0]
+    bar = max(MARGIN, graded[1], binary[1])
+    gap = graded[0] - binary[0]
     zero = [seed_stats(rows, a, lambda r: r["train"]["frac_zero_std"][0])[0] for a in ("graded", "binary")]
     return gap > bar, (
         f"held-out footrule graded {graded[0]:.3f} ± {graded[1]:.3f} vs binary {binary[0]:.3f} ± "

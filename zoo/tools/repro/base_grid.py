@@ -44,10 +44,12 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if the 2x1-trained arm's mean held-out 3x1 accuracy beats the base's by more than
     `MARGIN` and the seed spread, its mean 2x1 accuracy is above `CHANCE` + `MARGIN`, and no seed
     answers one letter to more than `MAJORITY` of its 3x1 items."""
-    base, trained = seed_stats(rows, "base", grid("3x1")), seed_stats(rows, "train 2x1", grid("3x1"))
+    base = seed_stats(rows, "base", grid("3x1"))
+    trained = seed_stats(rows, "train 2x1", grid("3x1"))
     if not base[2] or not trained[2]:
         return None, "needs both arms"
-    bar, gap = max(MARGIN, trained[1]), trained[0] - base[0]
+    bar = max(MARGIN, trained[1])
+    gap = trained[0] - base[0]
     two = seed_stats(rows, "train 2x1", grid("2x1"))
     collapsed = max(grid("3x1", "majority")(r) for r in rows if r["arm"] == "train 2x1")
     held = gap > bar and two[0] > CHANCE + MARGIN and collapsed <= MAJORITY

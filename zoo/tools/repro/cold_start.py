@@ -37,7 +37,8 @@ def arms() -> list[TransferArm]:
 def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if the cold-start arm's mean held-out depth-order accuracy beats GRPO alone by more than
     `MARGIN` and the larger seed standard deviation."""
-    alone, cold = seed_stats(rows, "GRPO only", pretext), seed_stats(rows, "SFT cold start + GRPO", pretext)
+    alone = seed_stats(rows, "GRPO only", pretext)
+    cold = seed_stats(rows, "SFT cold start + GRPO", pretext)
     if not alone[2] or not cold[2]:
         return None, "needs both arms"
     bar = max(MARGIN, alone[1], cold[1])

@@ -69,7 +69,8 @@ class Recorder(Callback):
     the mean reward and share of zero-variance groups of the last ``every`` steps."""
 
     def __init__(self, name: str, every: int = 50):
-        self.name, self.every = name, every
+        self.name = name
+        self.every = every
         self.steps: list[dict[str, float]] = []
         self.val: dict[str, list[float]] = defaultdict(list)
 
@@ -117,7 +118,8 @@ def run_arm(arm: Arm, seed: int, steps: int, val_size: int = 64, group: int = 8)
     from zoo import GRPOStrategy, QwenVLPolicy
 
     seed_everything(seed, verbose=False)
-    start, cpu = time.perf_counter(), time.process_time()
+    start = time.perf_counter()
+    cpu = time.process_time()
     lr = arm.lr
     policy = QwenVLPolicy(
         MODEL, optimizer=lambda params: torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)

@@ -37,7 +37,8 @@ def benchmark(kind: str, size: int) -> tuple:
     """The first ``size`` held-out questions of ``kind`` as examples (seed 0 of the test split)."""
     from datamodules import SyntheticQuestions
 
-    source, task = SyntheticQuestions(kinds=[kind], split="test", size=size), question_task()
+    source = SyntheticQuestions(kinds=[kind], split="test", size=size)
+    task = question_task()
     examples = [task.make_example(source[i], random.Random(i)) for i in range(size)]
     for i, example in enumerate(examples):
         example.uid = f"downstream:{kind}:{i}"
@@ -48,9 +49,11 @@ def benchmark(kind: str, size: int) -> tuple:
 def downstream_scores(policy, size: int = 64, kinds: tuple[str, ...] = QUESTION_KINDS) -> dict[str, float]:
     """Greedy accuracy of ``policy`` on ``size`` held-out questions of each kind, and their
     ``mean``."""
-    task, scores = question_task(), {}
+    task = question_task()
+    scores = {}
     for kind in kinds:
-        examples, correct = benchmark(kind, size), 0.0
+        examples = benchmark(kind, size)
+        correct = 0.0
         for start in range(0, size, EVAL_BATCH):
             batch = list(examples[start : start + EVAL_BATCH])
             rollout = policy.sample(batch, 1, max_new_tokens=1, greedy=True)
@@ -68,7 +71,9 @@ class DownstreamProbe(Callback):
     updates are unchanged."""
 
     def __init__(self, every: int, size: int = 64):
-        self.every, self.size, self.batches = every, size, 0
+        self.every = every
+        self.size = size
+        self.batches = 0
         self.curve: list[tuple[int, dict[str, float]]] = []
 
     def on_train_start(self, trainer, module):

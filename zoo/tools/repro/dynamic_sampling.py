@@ -49,7 +49,8 @@ def arms() -> list[Arm]:
 def informative(row: dict, first: bool) -> float:
     """Share of the B groups of the trained batch with unequal rewards, over the first (or last)
     window: the groups refill kept, or the batch's own groups without refill."""
-    train, i = row["train"], 0 if first else 1
+    train = row["train"]
+    i = 0 if first else 1
     if row.get("refill_rounds"):
         return train["dynamic/groups_kept"][i] / row["B"]
     return 1 - train["frac_zero_std"][i]
@@ -62,7 +63,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     few such groups), the refill rounds, the share of capped batches and the training steps per
     second."""
     pairs = paired(rows, "plain", f"refill {REFILL}")
-    notes, held = [], True if pairs else None
+    notes = []
+    held = True if pairs else None
     for s, plain, refill in pairs:
         shares = [(informative(plain, f), informative(refill, f)) for f in (True, False)]
         rewards = plain["train"]["reward"][1], refill["train"]["reward"][1]

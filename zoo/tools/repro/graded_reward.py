@@ -45,14 +45,19 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     arm learned the order itself (held-out footrule more than 0.1 above chance) or only to
     answer."""
     pairs = paired(rows, "graded", "binary")
-    notes, held = [], True if pairs else None
+    notes = []
+    held = True if pairs else None
     for s, g, b in pairs:
-        gf, bf = g["after"]["jigsaw"]["footrule"], b["after"]["jigsaw"]["footrule"]
-        ge, be = g["after"]["jigsaw"]["exact"], b["after"]["jigsaw"]["exact"]
-        gz, bz = g["train"]["frac_zero_std"][0], b["train"]["frac_zero_std"][0]
+        gf = g["after"]["jigsaw"]["footrule"]
+        bf = b["after"]["jigsaw"]["footrule"]
+        ge = g["after"]["jigsaw"]["exact"]
+        be = b["after"]["jigsaw"]["exact"]
+        gz = g["train"]["frac_zero_std"][0]
+        bz = b["train"]["frac_zero_std"][0]
         held &= gf > bf and gz <= bz
         beyond = "yes" if gf > CHANCE_FOOTRULE + 0.1 else "no"
-        gz_end, bz_end = g["train"]["frac_zero_std"][1], b["train"]["frac_zero_std"][1]
+        gz_end = g["train"]["frac_zero_std"][1]
+        bz_end = b["train"]["frac_zero_std"][1]
         notes.append(
             f"seed {s}: held-out footrule graded {gf:.2f} vs binary {bf:.2f}, exact {ge:.2f} vs {be:.2f};"
             f" zero-variance groups at the start {gz:.2f} vs {bz:.2f}, at the end {gz_end:.2f} vs "

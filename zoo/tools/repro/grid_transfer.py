@@ -38,9 +38,11 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if, for every seed trained on 2x1, held-out 3x1 accuracy ends above the untrained policy
     and more than `MARGIN` above chance (0.5; a policy that only learned to answer one letter scores
     about 0.5); the 3x1-trained arm, when run, is the ceiling it is compared with."""
-    notes, held = [], None
+    notes = []
+    held = None
     for r in rows:
-        before, after = r["before"]["3x1"]["accuracy"], r["after"]["3x1"]["accuracy"]
+        before = r["before"]["3x1"]["accuracy"]
+        after = r["after"]["3x1"]["accuracy"]
         if r["arm"] == "train 2x1":
             held = (held is not False) and after > max(before, CHANCE + MARGIN)
         notes.append(

@@ -35,10 +35,13 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if, for every seed, beta 0 ends with held-out accuracy and final training reward at
     least those of beta 0.04."""
     pairs = paired(rows, "beta 0", "beta 0.04")
-    notes, held = [], True if pairs else None
+    notes = []
+    held = True if pairs else None
     for s, free, kl in pairs:
-        fa, ka = free["after"]["rotation"]["accuracy"], kl["after"]["rotation"]["accuracy"]
-        fr, kr = free["train"]["reward"][1], kl["train"]["reward"][1]
+        fa = free["after"]["rotation"]["accuracy"]
+        ka = kl["after"]["rotation"]["accuracy"]
+        fr = free["train"]["reward"][1]
+        kr = kl["train"]["reward"][1]
         held &= fa >= ka and fr >= kr
         notes.append(
             f"seed {s}: held-out {fa:.2f} (beta 0) vs {ka:.2f} (beta 0.04), final training reward "

@@ -59,7 +59,8 @@ def clip_order() -> TemporalJigsaw:
 
 
 def arms() -> list[TransferArm]:
-    scenes, rooms = SyntheticScenes(size=10000, image_size=56), SyntheticRGBD(width=56, height=56)
+    scenes = SyntheticScenes(size=10000, image_size=56)
+    rooms = SyntheticRGBD(width=56, height=56)
     videos = SyntheticVideos(num_frames=6, height=56, width=56)
     grpo = dict(method="grpo", lr=3e-4, entropy_coef=0.02)
     control = Stage("sft", steps=8 * GROUP / SFT_BATCH, lr=3e-4)  # as many sequences as 8 prompts x G samples
@@ -80,15 +81,18 @@ def arms() -> list[TransferArm]:
 def verdict(rows: list[dict]) -> tuple[bool | None, str]:
     """Held if one pretext arm's mean downstream accuracy beats base and control by more than
     `MARGIN` and the seed spread; the note gives every arm's gains."""
-    base, control = seed_stats(rows, "base"), seed_stats(rows, "control (SFT)")
+    base = seed_stats(rows, "base")
+    control = seed_stats(rows, "control (SFT)")
     if not base[2] or not control[2]:
         return None, "needs the base and the control arm"
-    notes, held = [], None
+    notes = []
+    held = None
     for name in PRETEXT:
         mean, sd, n = seed_stats(rows, name)
         if not n:
             continue
-        over_base, over_control = mean - base[0], mean - control[0]
+        over_base = mean - base[0]
+        over_control = mean - control[0]
         bar = max(MARGIN, sd, control[1], base[1])
         ok = over_base > bar and over_control > bar
         held = bool(held) or ok

@@ -145,11 +145,14 @@ def run_transfer_arm(arm: TransferArm, seed: int, steps: int, probe_every: int, 
     # the tool builds the base it starts from when it is missing (a policy's loading never trains)
     pretrained = perception_base.resolve() if arm.pretrained == BASE else arm.pretrained
     seed_everything(seed, verbose=False)
-    start, cpu = time.perf_counter(), time.process_time()
+    start = time.perf_counter()
+    cpu = time.process_time()
     policy = QwenVLPolicy(pretrained)
     policy.configure_model()
     before = {"downstream": downstream_scores(policy, size), **pretext_scores(policy, arm.evals, size, seed)}
-    curve, done, recorder = [(0, before["downstream"])], 0, Recorder(arm.name)
+    curve = [(0, before["downstream"])]
+    done = 0
+    recorder = Recorder(arm.name)
     for stage in arm.stages:
         probe = DownstreamProbe(max(1, round(probe_every * stage.steps)) if probe_every else 0, size)
         probe.curve.append((0, curve[-1][1]))  # already measured
