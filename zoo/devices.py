@@ -4,7 +4,6 @@ SingleDeviceStrategy)``)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
 from typing import ClassVar
 
 import torch
@@ -61,18 +60,3 @@ class FSDP2:
     def setup_environment(self) -> None:
         self._data_parallel_size = self.world_size  # every process is a data-parallel shard
         super().setup_environment()
-
-    def sync_context(self, last: bool):
-        """Skip the gradient reduce-scatter on every micro-batch but the last."""
-        if last:
-            return nullcontext()
-        return _no_gradient_sync(self.lightning_module.model)
-
-
-@contextmanager
-def _no_gradient_sync(model):
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
-from lightning.pytorch.strategies import ParallelStrategy
+from lightning.pytorch.strategies import ModelParallelStrategy, ParallelStrategy
 from torch import Tensor
 
 from zoo.data import check_data
@@ -113,6 +113,8 @@ class ManualStep:
         not the forward."""
         if last or not isinstance(self, ParallelStrategy):
             return nullcontext()
+        if isinstance(self, ModelParallelStrategy):  # FSDP2: no reduce-scatter on intermediate passes
+            return no_gradient_sync(self.lightning_module.model)
         return self.block_backward_sync()
 
     def step_optimizer(self, means: MetricMeans, prefix: str, scale: float = 1.0) -> bool:
@@ -166,3 +168,13 @@ def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[Micro
 def chunk_count(rows: Tensor, size: int | None) -> int:
     """Micro-batches of ``size`` that ``rows`` need."""
     return -(-len(rows) // (size or max(len(rows), 1)))
+
+
+@contextmanager
+def no_gradient_sync(model):
+    """FSDP2 gradient synchronisation off for the duration (gradients accumulate locally)."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
