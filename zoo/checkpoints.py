@@ -11,9 +11,11 @@ filesystem, so a kill there truncates the target).
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -24,6 +26,28 @@ from lightning.fabric.plugins import TorchCheckpointIO
 #: What Lightning's sharded (FSDP2) checkpoint folder holds besides the shards: the non-tensor
 #: state.
 SHARDED_META = "meta.pt"
+#: The index of the shards that torch.distributed.checkpoint writes (and unpickles with plain
+#: pickle).
+SHARDED_INDEX = ".metadata"
+#: All that a sharded checkpoint's index may name (module: names): torch.distributed.checkpoint's
+#: metadata classes and what they hold; anything else (a function, a class with side effects) is
+#: refused before torch reads the folder.
+INDEX_GLOBALS = {
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata",
+        "MetadataIndex",
+        "StorageMeta",
+        "TensorStorageMetadata",
+        "BytesStorageMetadata",
+        "ChunkStorageMetadata",
+        "TensorProperties",
+        "_MEM_FORMAT_ENCODING",
+    },
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.serialization": {"_get_layout"},  # a lookup of torch's layouts by name
+    "torch": {"Size"},  # and the dtypes (`torch.float32`, ...)
+    "pathlib": {"PosixPath", "PurePosixPath"},  # the path it was saved to
+}
 _HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())
 _TEMPORARY = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)\.(?:partial|old)$")
 
@@ -88,17 +112,26 @@ def remove_stale(directory: str | Path) -> list[Path]:
 def unloadable(path: str | Path) -> str | None:
     """Why the checkpoint at ``path`` cannot be loaded (None when it can): a file must open as a
     torch archive with ``weights_only=True`` (memory-mapped, so tensors are not read: a truncated or
-    foreign file fails, a large one costs little); a sharded folder needs its ``.metadata`` and a
-    loadable meta file."""
+    foreign file fails, a large one costs little); a sharded folder needs an index that
+    `check_index` accepts and a loadable meta file. Nothing but a regular file is ever opened (a
+    FIFO would block the read forever)."""
     path = Path(path)
-    if not path.exists():
-        return "no such file or folder"
-    if path.is_dir() and not (path / ".metadata").is_file():
-        return "a folder without the .metadata of a sharded checkpoint"
-    if path.is_file() and not zipfile.is_zipfile(path):
+    kind = _kind(path)
+    if kind is None:
+        return "no such file or folder (or a dangling link)"
+    if kind == "other":
+        return "not a regular file or folder"
+    if kind == "folder":
+        if _kind(path / SHARDED_INDEX) != "file":
+            return f"a folder without the {SHARDED_INDEX} of a sharded checkpoint as a regular file"
+        if _kind(path / SHARDED_META) != "file":
+            return f"a sharded checkpoint without its {SHARDED_META} as a regular file"
+    elif not zipfile.is_zipfile(path):
         return "not a torch checkpoint archive (cut short, or another format)"
     try:
-        torch.load(path / SHARDED_META if path.is_dir() else path, map_location="cpu", weights_only=True, mmap=True)
+        if kind == "folder":
+            check_index(path)
+        torch.load(path / SHARDED_META if kind == "folder" else path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # truncated, not a torch archive, or holding objects weights_only refuses
         return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     return None
@@ -119,6 +152,55 @@ def newest_loadable(directories: list[Path]) -> tuple[Path | None, list[tuple[Pa
             return path, passed
         passed.append((path, reason))
     return None, passed
+
+
+def check_index(folder: str | Path) -> None:
+    """Read a sharded checkpoint's index (``.metadata``) as torch.distributed.checkpoint writes it,
+    naming only `INDEX_GLOBALS`: torch reads it with plain ``pickle``, which would run whatever
+    code it names, so zoo checks it before torch or Lightning is given the folder.
+
+    Raises:
+        ValueError: The index names anything else, or is no index.
+    """
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    index = Path(folder) / SHARDED_INDEX
+    if _kind(index) != "file":
+        raise ValueError(f"{index}: no such regular file; a sharded checkpoint folder holds one")
+    try:
+        with open(index, "rb") as f:
+            metadata = _IndexUnpickler(f).load()
+    except _Refused as err:
+        raise ValueError(
+            f"{index} refused: it names {err}, which the index of a sharded checkpoint never holds "
+            "(unpickling it would run code); a checkpoint is data"
+        ) from None
+    except Exception as err:
+        raise ValueError(f"{index} refused: not the index of a sharded checkpoint ({type(err).__name__})") from None
+    if not isinstance(metadata, Metadata):
+        raise ValueError(f"{index} refused: it holds a {type(metadata).__name__}, not a checkpoint index")
+
+
+class _Refused(Exception):
+    """A global the index names that `INDEX_GLOBALS` does not list."""
+
+
+class _IndexUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        dtype = module == "torch" and "." not in name and isinstance(getattr(torch, name, None), torch.dtype)
+        if name in INDEX_GLOBALS.get(module, ()) or dtype:
+            return super().find_class(module, name)
+        raise _Refused(f"{module}.{name}")
+
+
+def _kind(path: Path) -> str | None:
+    """``file``, ``folder``, ``other`` (a FIFO, socket or device: never opened) or None (missing,
+    or a dangling link); links are followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
 
 
 def _alive(pid: int) -> bool:
@@ -166,18 +248,23 @@ def is_checkpoint(pretrained: str) -> bool:
 
 def read_checkpoint(path: str | Path) -> dict:
     """A Lightning checkpoint as a dict, read with ``weights_only=True``: one ``.ckpt`` file, or the
-    folder of shards that `zoo.grpo.GRPOFSDPStrategy` writes (consolidated in memory)."""
+    folder of shards that `zoo.grpo.GRPOFSDPStrategy` writes (consolidated in memory, its index
+    checked first: `check_index`)."""
     path = Path(path)
-    if not path.exists():
+    kind = _kind(path)
+    if kind is None:
         raise FileNotFoundError(f"no checkpoint at {path}")
-    if path.is_file():
+    if kind == "file":
         return torch.load(path, map_location="cpu", weights_only=True)
+    if kind == "other":
+        raise ValueError(f"{path} is not a checkpoint: neither a regular file nor a folder")
+    check_index(path)
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     with tempfile.TemporaryDirectory() as tmp:
         dcp_to_torch_save(path, Path(tmp) / "full.pt")
         checkpoint = torch.load(Path(tmp) / "full.pt", map_location="cpu", weights_only=True)
-    meta = path / "meta.pt"  # Lightning's non-tensor state beside the shards
-    if meta.is_file():
+    meta = path / SHARDED_META  # Lightning's non-tensor state beside the shards
+    if _kind(meta) == "file":
         checkpoint.update(torch.load(meta, map_location="cpu", weights_only=True))
     return checkpoint

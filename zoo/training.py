@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 import math
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy, ParallelStrategy
 from torch import Tensor
 
+from zoo.checkpoints import check_index
 from zoo.data import check_data
 from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
@@ -71,8 +73,10 @@ class ManualStep:
         return []
 
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
-        """Checkpoints are always read with ``weights_only=True``: loading a file never runs its
-        code."""
+        """Checkpoints are always read as data: a file with ``weights_only=True``, a sharded folder
+        once its index passes `zoo.checkpoints.check_index` (torch unpickles it)."""
+        if Path(checkpoint_path).is_dir():
+            check_index(checkpoint_path)
         return super().load_checkpoint(checkpoint_path, weights_only=True)
 
     def validation_step(self, batch: list, batch_idx: int) -> dict:

@@ -4,6 +4,9 @@ export``, ``fit``, ``validate`` or ``test``. Every payload here writes a marker 
 no marker may appear."""
 
 import json
+import pickle
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,9 @@ import torch
 from lightning.pytorch import LightningDataModule
 
 from zoo import PolicyModule
-from zoo.cli import ZooCLI, ZooTrainer, cli, main
+from zoo.checkpoints import unloadable
+from zoo.cli import ZooCLI, ZooTrainer, cli, last_checkpoint, main
+from zoo.grpo import GRPOFSDPStrategy, GRPOStrategy
 from zoo.trust import checkpoint_model, policy_class
 
 ROOT = Path(__file__).parents[2]
@@ -206,3 +211,135 @@ class OwnPolicy(PolicyModule):
 
     def encode(self, examples):
         raise NotImplementedError
+
+
+# ---- sharded (folder) checkpoints: torch's loader unpickles `.metadata` with plain pickle -------
+
+
+class Payload:
+    """Pickled into a sharded checkpoint's ``.metadata``: plain ``pickle`` would call
+    ``write_text(marker)``, through a function of its own or a method of a class the metadata may
+    name (``PosixPath``)."""
+
+    def __init__(self, marker: Path, through: str):
+        self.marker = marker
+        self.through = through
+
+    def __reduce__(self):
+        write = Path.write_text if self.through == "Path" else type(self.marker).write_text
+        return write, (self.marker, "ran")
+
+
+def hostile_folder(tmp_path: Path, marker: Path, through: str = "Path") -> Path:
+    """A folder checkpoint as `zoo.grpo.GRPOFSDPStrategy` writes one (``.metadata`` and a loadable
+    ``meta.pt``) whose ``.metadata`` carries `Payload`."""
+    folder = tmp_path / "evil.ckpt"
+    folder.mkdir()
+    (folder / ".metadata").write_bytes(pickle.dumps(Payload(marker, through)))
+    hparams = {"_class_path": "zoo.QwenVLPolicy", "pretrained": "tiny:qwen2_5_vl"}
+    torch.save({"hyper_parameters": hparams, "epoch": 0, "global_step": 1}, folder / "meta.pt")
+    return folder
+
+
+SURFACES = ["export", "ckpt_path", "pretrained", "last", "unloadable", "strategy"]
+
+
+@pytest.mark.parametrize("through", ["Path", "PosixPath"])
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_sharded_checkpoint_runs_no_pickled_code(surface, through, tmp_path, monkeypatch, capsys):
+    marker = tmp_path / "pwned"
+    folder = hostile_folder(tmp_path, marker, through)
+    monkeypatch.chdir(tmp_path)
+    refused = r"\.metadata.*refused"
+    if surface == "export":
+        with pytest.raises(SystemExit) as exit_info:
+            main(["export", "--ckpt", f"{folder}/", "--out", str(tmp_path / "hf")])
+        (line,) = capsys.readouterr().err.splitlines()
+        assert exit_info.value.code == 1 and re.search(refused, line), line
+    elif surface in ("ckpt_path", "pretrained"):  # refused before a model is built
+        option = "--ckpt_path" if surface == "ckpt_path" else "--model.init_args.pretrained"
+        with pytest.raises(ValueError, match=refused):
+            cli(["fit", "--config", QUICKSTART, *QUICK, option, f"{folder}/"])
+    elif surface == "last":
+        checkpoints = tmp_path / "runs" / "checkpoints"
+        checkpoints.mkdir(parents=True)
+        folder.rename(checkpoints / folder.name)
+        trainer = ZooTrainer(strategy=GRPOStrategy(), logger=False, default_root_dir="runs", enable_progress_bar=False)
+        with pytest.raises(FileNotFoundError), pytest.warns(UserWarning, match=f"evil.ckpt.*{refused}"):
+            last_checkpoint(trainer)
+    elif surface == "unloadable":
+        assert re.search(refused, unloadable(folder))
+    else:  # what Lightning's FSDP2 strategy does with a folder: torch.distributed.checkpoint.load
+        with pytest.raises(ValueError, match=refused):
+            GRPOFSDPStrategy().load_checkpoint(folder)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("parameter", ["engine", "lora"])
+def test_a_checkpoint_never_makes_the_parser_import_a_module(parameter, tmp_path, monkeypatch, capsys):
+    """A plain string given to a class-typed parameter: jsonargparse imports the module it names
+    before refusing the value (``this`` prints the Zen of Python)."""
+    marker = tmp_path / "pwned"
+    (tmp_path / "payload_module.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\nclass X: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "this", raising=False)
+    value = "this.Engine" if parameter == "engine" else "payload_module.X"
+    hparams = {"_class_path": "zoo.QwenVLPolicy", "pretrained": "tiny:qwen2_5_vl", "freeze": ["vision"]}
+    ckpt = write_checkpoint(tmp_path / "import.ckpt", {**hparams, parameter: value})
+    monkeypatch.chdir(tmp_path)
+    model = ParseOnly(args=["fit", "--config", QUICKSTART, "--ckpt_path", str(ckpt)]).config.fit.model
+    assert "this" not in sys.modules and not marker.exists()
+    assert "Beautiful is better than ugly" not in capsys.readouterr().out
+    assert model.init_args[parameter] is None  # the config's own value; the checkpoint's is dropped
+    assert model.init_args.freeze == ["vision"]  # plain data of plain-typed parameters still applies
+
+
+def test_only_values_of_plain_typed_parameters_come_from_a_checkpoint():
+    """An allow-list by the policy's signature: str, int, float, bool, None, lists and dicts of
+    them, and dataclasses of those (`zoo.lora.LoRA`) given as a dict; a value of another type is
+    dropped too."""
+    hparams = {
+        "_class_path": "zoo.QwenVLPolicy",
+        "pretrained": "tiny:qwen2_5_vl",
+        "engine": "this.Engine",
+        "lora": {"rank": 4, "groups": ["llm"]},
+        "min_pixels": "os.system",
+        "max_pixels": 4096,
+        "freeze": ["vision", {"class_path": "os.system"}],
+        "not_a_parameter": "x",
+        "trim_padding": False,
+    }
+    assert checkpoint_model(hparams, None)["dict_kwargs"] == {
+        "pretrained": "tiny:qwen2_5_vl",
+        "lora": {"rank": 4, "groups": ["llm"]},
+        "max_pixels": 4096,
+        "trim_padding": False,
+    }
+    assert "lora" not in checkpoint_model({**hparams, "lora": "payload_module.X"}, None)["dict_kwargs"]
+    assert "lora" not in checkpoint_model({**hparams, "lora": {"rank": 4, "code": "x"}}, None)["dict_kwargs"]
+
+
+# ---- a checkpoint whose pretrained leads back to itself ------------------------------------------
+
+
+@pytest.mark.parametrize("cycle", ["itself", "each_other"])
+@pytest.mark.parametrize("surface", ["export", "pretrained"])
+def test_a_checkpoint_that_starts_from_itself_is_refused_in_one_line(cycle, surface, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))
+    first = tmp_path / "first.ckpt"
+    second = tmp_path / "second.ckpt"
+    names = {first: first if cycle == "itself" else second, second: first}
+    for ckpt, pretrained in names.items():
+        write_checkpoint(ckpt, {"_class_path": "zoo.QwenVLPolicy", "pretrained": str(pretrained)})
+    monkeypatch.chdir(tmp_path)
+    loop = "first.ckpt -> first.ckpt" if cycle == "itself" else "first.ckpt -> second.ckpt -> first.ckpt"
+    if surface == "export":
+        with pytest.raises(SystemExit) as exit_info:
+            main(["export", "--ckpt", str(first), "--out", str(tmp_path / "hf")])
+        (line,) = capsys.readouterr().err.splitlines()
+        assert exit_info.value.code == 1 and "starts from itself" in line and loop in line, line
+    else:
+        with pytest.raises(ValueError, match=f"starts from itself.*{loop}"):
+            cli(["fit", "--config", QUICKSTART, *QUICK, "--model.init_args.pretrained", str(first)])
+    leftovers = list((tmp_path / "cache").rglob("*"))
+    assert all(p.is_dir() and p.name == "checkpoints" for p in leftovers), leftovers  # no temporary folder
