@@ -139,14 +139,21 @@ def unloadable(path: str | Path) -> str | None:
 
 def newest_loadable(directories: list[Path]) -> tuple[Path | None, list[tuple[Path, str]]]:
     """The most recently written ``*.ckpt`` (file or sharded folder) in ``directories`` that loads,
-    and the newer ones passed over with the reason; stale temporary files there are removed
+    and the newer ones passed over with the reason (entries that are neither, dangling links and
+    entries that vanish during the scan included); stale temporary files there are removed
     first."""
     found = []
+    passed = []
     for directory in directories:
         remove_stale(directory)
-        found += [p for p in directory.glob("*.ckpt")] if directory.is_dir() else []
-    passed = []
-    for path in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
+        for path in directory.glob("*.ckpt") if directory.is_dir() else []:
+            try:
+                found.append((os.stat(path).st_mtime, path))
+            except FileNotFoundError:
+                passed.append((path, "no such file or folder (a dangling link, or removed during the scan)"))
+            except OSError as err:
+                passed.append((path, f"{type(err).__name__}: {err.strerror or err}"))
+    for _, path in sorted(found, key=lambda item: item[0], reverse=True):
         reason = unloadable(path)
         if reason is None:
             return path, passed

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import torch
 from lightning.pytorch.strategies import ModelParallelStrategy, ParallelStrategy
 from torch import Tensor
 
-from zoo.checkpoints import check_index
+from zoo.checkpoints import check_index, read_checkpoint
 from zoo.data import check_data
 from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
@@ -74,10 +75,28 @@ class ManualStep:
 
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
         """Checkpoints are always read as data: a file with ``weights_only=True``, a sharded folder
-        once its index passes `zoo.checkpoints.check_index` (torch unpickles it)."""
+        once its index passes `zoo.checkpoints.check_index` (torch unpickles it). A strategy that
+        does not shard (one device, DDP) reads a sharded folder consolidated, so a run of several
+        FSDP2 processes resumes on one."""
         if Path(checkpoint_path).is_dir():
             check_index(checkpoint_path)
+            if not isinstance(self, ModelParallelStrategy):
+                checkpoint = read_checkpoint(checkpoint_path)
+                count = sum(1 for key in checkpoint if re.fullmatch(r"optimizer_\d+", key))
+                checkpoint["optimizer_states"] = [checkpoint.pop(f"optimizer_{i}") for i in range(count)]
+                return checkpoint
         return super().load_checkpoint(checkpoint_path, weights_only=True)
+
+    def load_optimizer_state_dict(self, checkpoint: dict) -> None:
+        """Optimizer states keyed by parameter name (a sharded checkpoint read consolidated) are
+        matched to this optimizer's parameters by name; others load as Lightning loads them."""
+        states = checkpoint.get("optimizer_states") or []
+        if not any(isinstance(p, str) for s in states for g in s.get("param_groups", []) for p in g["params"]):
+            return super().load_optimizer_state_dict(checkpoint)
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        for optimizer, state in zip(self.optimizers, states, strict=True):
+            set_optimizer_state_dict(self.lightning_module, optimizer, state)
 
     def validation_step(self, batch: list, batch_idx: int) -> dict:
         """Held-out completions, their rewards and per-example scores

@@ -5,14 +5,16 @@ loads."""
 import os
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
-from zoo.checkpoints import publish, remove_stale, temporary_path
+from zoo.checkpoints import publish, remove_stale, temporary_path, unloadable
 from zoo.cli import ZooTrainer, last_checkpoint
 from zoo.grpo import GRPOStrategy
 
@@ -153,3 +155,82 @@ def test_last_follows_the_logger_and_the_root_dir(tmp_path):
         strategy=GRPOStrategy(), logger=False, default_root_dir=str(tmp_path / "root"), enable_progress_bar=False
     )
     assert last_checkpoint(no_logger).resolve() == loose
+
+
+def finishes_within(seconds: float, call, unblock):
+    """``call()``'s result, or a failure when it has not returned after ``seconds`` (``unblock()``
+    then frees the thread, so a hang fails the test instead of stopping the suite)."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = call()
+        except BaseException as err:  # re-raised in the test's thread
+            result["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread.start()
+        thread.join(seconds)
+        hung = thread.is_alive()
+        if hung:
+            unblock()
+            thread.join(10)
+    assert not hung, f"still running after {seconds} s"
+    if "error" in result:
+        raise result["error"]
+    return result["value"], [str(w.message) for w in caught]
+
+
+def release(fifo: Path):
+    """Open ``fifo`` for writing and close it: a reader blocked on it gets end-of-file."""
+    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+STRAYS = {  # a newer entry named like a checkpoint, and why `last` passes over it
+    "fifo": "not a regular file or folder",  # opening it for reading blocks until someone writes
+    "fifo_index": ".metadata",  # a sharded checkpoint whose index is a FIFO
+    "dangling_link": "no such file or folder",
+    "vanished": "no such file or folder",  # removed between the listing and the stat
+}
+
+
+@pytest.mark.parametrize("stray", list(STRAYS))
+def test_last_never_hangs_or_stops_on_a_stray_entry(stray, tmp_path, monkeypatch):
+    now = time.time()
+    checkpoints = tmp_path / "root" / "checkpoints"
+    good = write(checkpoints / "epoch=0-step=2.ckpt", 2, now - 60)
+    entry = checkpoints / "epoch=0-step=9.ckpt"
+    fifos = []
+    if stray == "fifo":
+        os.mkfifo(entry)
+        fifos.append(entry)
+    elif stray == "fifo_index":
+        entry.mkdir()
+        os.mkfifo(entry / ".metadata")
+        torch.save({"global_step": 9}, entry / "meta.pt")
+        fifos.append(entry / ".metadata")
+    elif stray == "dangling_link":
+        os.symlink(checkpoints / "gone.ckpt", entry)
+    else:
+        write(entry, 9, now)
+        stat = os.stat
+
+        def vanishes_when_looked_at(path, *args, **kwargs):
+            if Path(path) == entry:
+                entry.unlink(missing_ok=True)
+            return stat(path, *args, **kwargs)
+
+        monkeypatch.setattr("zoo.checkpoints.os.stat", vanishes_when_looked_at)
+    trainer = ZooTrainer(
+        strategy=GRPOStrategy(), logger=False, default_root_dir=str(tmp_path / "root"), enable_progress_bar=False
+    )
+    unblock = lambda: [release(f) for f in fifos]  # noqa: E731
+    found, warned = finishes_within(20, lambda: last_checkpoint(trainer), unblock)
+    assert found.resolve() == good
+    (warning,) = [w for w in warned if "passing over" in w]
+    assert "step=9.ckpt" in warning and STRAYS[stray] in warning, warning
+    if fifos:  # given directly: refused at once, never opened
+        reason, _ = finishes_within(20, lambda: unloadable(entry), unblock)
+        assert STRAYS[stray] in reason
