@@ -1,5 +1,5 @@
 """`Checkpoints`: Lightning's ModelCheckpoint with atomic writes (files and sharded folders alike)
-and the final weights always saved at the end of fit."""
+and the final weights always saved at the end of fit, or when a signal stops it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 from weakref import proxy
 
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.checkpoints import publish, remove_stale, temporary_path
 
@@ -22,7 +24,9 @@ class Checkpoints(ModelCheckpoint):
       removed when a run starts;
     - the weights at the end of fit are saved when the last step saved nothing (``max_steps`` not a
       multiple of ``val_check_interval``, or a run shorter than it): as the step's checkpoint
-      without ``monitor``, else as ``last.ckpt``; ``--ckpt_path last`` finds them.
+      without ``monitor``, else as ``last.ckpt``; ``--ckpt_path last`` finds them;
+    - so are the weights of the step in progress when SIGTERM (or a first Ctrl+C, `zoo.cli.main`)
+      stops fit: once the step is done, or when the signal stopped a validation that followed it.
     """
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -36,13 +40,36 @@ class Checkpoints(ModelCheckpoint):
         # epoch counts as completed, lets a resumed run continue the epoch where it stopped
         # (on_train_end would be too late)
         if _fit_ends(trainer) and not self._should_skip_saving_checkpoint(trainer):
-            candidates = self._monitor_candidates(trainer)
-            if self.monitor is None and self.save_top_k != 0:
-                self._save_topk_checkpoint(trainer, candidates)
-                self._save_last_checkpoint(trainer, candidates)
-            else:  # a monitored top-k would keep the final weights only if they scored best
-                self.last_model_path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
-                self._save_checkpoint(trainer, self.last_model_path)
+            self._save_final(trainer)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        # Lightning stops after this hook once SIGTERM arrived (SIGTERMException): save the step
+        # first, as a step checkpoint like every_n_train_steps writes, which resumes exactly
+        if _signalled(trainer) and not self._should_skip_saving_checkpoint(trainer):
+            self._save_stopped(trainer)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        # a signal that arrived during the validation after a step stops it before the step was
+        # saved; one process only (with several, the ranks may not all be here to save together)
+        stopped = isinstance(exception, SIGTERMException) and trainer.state.fn == "fit"
+        if stopped and trainer.world_size == 1 and not self._should_skip_saving_checkpoint(trainer):
+            self._save_stopped(trainer)
+
+    def _save_stopped(self, trainer) -> None:
+        self._save_final(trainer)
+        rank_zero_info(f"[zoo] stopped by a signal: step {trainer.global_step} saved to {self._last_checkpoint_saved}")
+
+    def _save_final(self, trainer) -> None:
+        """Save the current weights as the step's checkpoint (without ``monitor``), else as
+        ``last.ckpt`` (a monitored top-k would keep them only if they scored best)."""
+        candidates = self._monitor_candidates(trainer)
+        if self.monitor is None and self.save_top_k != 0:
+            self._save_topk_checkpoint(trainer, candidates)
+            self._save_last_checkpoint(trainer, candidates)
+        else:
+            self.last_model_path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
+            self._save_checkpoint(trainer, self.last_model_path)
 
     def _save_checkpoint(self, trainer, filepath: str) -> None:
         """What ModelCheckpoint does, writing to a temporary name that rank 0 renames once every
@@ -57,6 +84,13 @@ class Checkpoints(ModelCheckpoint):
         if trainer.is_global_zero:
             for logger in trainer.loggers:
                 logger.after_save_checkpoint(proxy(self))
+
+
+def _signalled(trainer) -> bool:
+    """Whether SIGTERM reached this process, or (with several) any rank: all ranks then save
+    together."""
+    received = bool(trainer.received_sigterm)
+    return trainer.strategy.reduce_boolean_decision(received, all=False) if trainer.world_size > 1 else received
 
 
 def _fit_ends(trainer) -> bool:

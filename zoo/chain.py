@@ -16,19 +16,28 @@ they do for ``zoo fit``) writing under ``<out>/<name>/``: logs and ``metrics.jso
 ``checkpoints/last.ckpt`` (its final weights) and ``model/`` (those weights exported, `zoo.export`);
 stage ``k + 1`` gets ``--model.init_args.pretrained <out>/<name of k>/model``. A stage whose
 ``model/`` exists is not run again, so a chain that stopped resumes at the stage that did not
-finish. ``<out>/chain.json`` lists every stage's paths and final held-out metrics.
+finish, from that stage's newest checkpoint that loads (a stage stopped by SIGTERM or Ctrl+C saved
+the step in progress; delete ``<out>/<name>`` to start a stage afresh). ``<out>/chain.json`` lists
+every stage's paths and final held-out metrics.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
 
+from zoo.checkpoints import newest_loadable
 from zoo.export import export
+
+#: Exit statuses of a ``zoo fit`` that a signal stopped (`zoo.cli.STOPPED`): the chain stops with
+#: the same status.
+STOPPED = (130, 143)
 
 
 def load_chain(path: str) -> tuple[Path, list[dict]]:
@@ -57,10 +66,10 @@ def load_chain(path: str) -> tuple[Path, list[dict]]:
     return Path(spec.get("out", "runs/chain")), stages
 
 
-def stage_command(stage: dict, folder: Path, start: Path | None) -> list[str]:
+def stage_command(stage: dict, folder: Path, start: Path | None, resume: Path | None = None) -> list[str]:
     """The ``zoo fit`` command of a stage: its config and arguments, its outputs under ``folder``,
-    its final weights checkpointed (``last.ckpt``), and its start from ``start`` (the previous
-    stage's export)."""
+    its final weights checkpointed (``last.ckpt``), its start from ``start`` (the previous stage's
+    export), and the checkpoint it resumes from, if it was stopped before (``resume``)."""
     command = [
         sys.executable,
         "-m",
@@ -77,7 +86,23 @@ def stage_command(stage: dict, folder: Path, start: Path | None) -> list[str]:
         "--trainer.callbacks.save_last",
         "true",
     ]
-    return command + (["--model.init_args.pretrained", str(start)] if start else [])
+    command += ["--model.init_args.pretrained", str(start)] if start else []
+    return command + (["--ckpt_path", str(resume)] if resume else [])
+
+
+def run_stage(command: list[str]) -> int:
+    """Run a stage's ``zoo fit`` and return its exit status. SIGTERM or SIGINT sent to the chain
+    reach it as SIGTERM (it saves the step in progress and stops), and the chain waits for it."""
+    child = subprocess.Popen(command)
+    if threading.current_thread() is not threading.main_thread():
+        return child.wait()
+    forward = lambda signum, frame: child.send_signal(signal.SIGTERM)  # noqa: E731
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def latest_metrics(folder: Path) -> dict:
@@ -98,8 +123,18 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
         if model.is_dir():
             print(f"[zoo] chain: stage {stage['name']} is done ({model}); not run again", flush=True)
         else:
-            print(f"[zoo] chain: stage {stage['name']} starts from {start or 'its config'}", flush=True)
-            if subprocess.run(stage_command(stage, folder, start)).returncode != 0:
+            resume, _ = newest_loadable([folder / "checkpoints"])
+            begin = f"resumes from {resume}" if resume else f"starts from {start or 'its config'}"
+            print(f"[zoo] chain: stage {stage['name']} {begin}", flush=True)
+            status = run_stage(stage_command(stage, folder, start, resume))
+            if status in STOPPED:
+                print(
+                    f"[zoo] chain: stage {stage['name']} was stopped by a signal (exit status {status}); "
+                    "run the chain again to resume it from its newest checkpoint",
+                    file=sys.stderr,
+                )
+                raise SystemExit(status)
+            if status != 0:
                 raise SystemExit(
                     f"[zoo] chain: stage {stage['name']} failed; fix it and run the chain again "
                     "(finished stages are kept)"

@@ -18,7 +18,9 @@ import importlib
 import importlib.util
 import inspect
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -31,6 +33,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.strategies import Strategy
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
@@ -413,28 +416,79 @@ def usage() -> str:
     return "\n".join([*lines, "", RUN_OUTPUTS])
 
 
+#: Exit status of a command a signal stopped (128 + its number, what a shell reports for a process
+#: the signal ended): ``zoo fit`` saved the step in progress first, ``--ckpt_path last`` resumes it.
+STOPPED = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's
     subcommands. A bad configuration, option or input ends in one line on stderr and exit status 1
     (2 for a bad option); ``--debug`` anywhere on the command line, or ``ZOO_DEBUG=1``, raises it
-    with its traceback instead."""
+    with its traceback instead. SIGTERM, or Ctrl+C (SIGINT), stops ``zoo fit`` after the step in
+    progress, which is saved, with exit status 143 or 130 (`STOPPED`): never 0, so schedulers and
+    ``zoo chain`` do not take a preempted run for a finished one."""
     argv = sys.argv[1:] if args is None else list(args)
     debug = "--debug" in argv or os.environ.get("ZOO_DEBUG", "") not in ("", "0")
     if "--debug" in argv:
         argv = [a for a in argv if a != "--debug"]
         if args is None:  # DDP ranks re-run this command line: they inherit the environment
             sys.argv[1:], os.environ["ZOO_DEBUG"] = argv, "1"
+    command = argv[0] if argv and not argv[0].startswith("-") else ""
+    prefix = f"zoo {command}" if command else "zoo"
+    interrupts = Interrupts()
     try:
-        _dispatch(argv, None if args is None else argv)
+        with interrupts:
+            _dispatch(argv, None if args is None else argv)
+    except (SIGTERMException, KeyboardInterrupt) as stop:
+        received = interrupts.received or (signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM)
+        _stopped(prefix, received, command == "fit")
+    except SystemExit:
+        if interrupts.received:  # a second Ctrl+C: Lightning exits with status 1
+            _stopped(prefix, interrupts.received, command == "fit")
+        raise
     except Exception as err:
         message = None if debug else user_error(err)
         if message is None:
             raise
-        command = argv[0] if argv and not argv[0].startswith("-") else ""
         hint = f"; see zoo {command} --help" if isinstance(err, argparse.ArgumentError) else ""
-        prefix = f"zoo {command}" if command else "zoo"
         print(f"{prefix}: error: {message}{hint} (--debug shows the traceback)", file=sys.stderr)
         raise SystemExit(2 if isinstance(err, argparse.ArgumentError) else 1) from None
+
+
+def _stopped(prefix: str, received: signal.Signals, fit: bool) -> None:
+    """The line and exit status of a command a signal stopped."""
+    resume = "; --ckpt_path last resumes from the newest checkpoint" if fit else ""
+    print(f"{prefix}: stopped by {received.name} (exit status {STOPPED[received]}){resume}", file=sys.stderr)
+    raise SystemExit(STOPPED[received]) from None
+
+
+class Interrupts:
+    """While a command runs: the first Ctrl+C (SIGINT) during a Lightning run is handled as the
+    SIGTERM that Lightning stops at the end of the step for (the step is saved); a second one, or
+    one outside a run, interrupts at once (KeyboardInterrupt). ``received`` is the first of them."""
+
+    def __init__(self):
+        self.received: signal.Signals | None = None
+        self._previous = None
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum, frame) -> None:
+        first = self.received is None
+        self.received = self.received or signal.SIGINT
+        during_a_run = signal.getsignal(signal.SIGTERM)  # Lightning's handler while it runs
+        if not (first and callable(during_a_run)):
+            raise KeyboardInterrupt
+        rank_zero_info("[zoo] Ctrl+C: stopping after this step, which is saved (Ctrl+C again stops at once)")
+        during_a_run(signal.SIGTERM, frame)
 
 
 def _dispatch(argv: list[str], args: list[str] | None) -> None:
