@@ -68,11 +68,19 @@ class Need:
     message: str
 
 
+def meets(datamodule, protocol: type) -> bool:
+    """Whether ``datamodule`` has every method of ``protocol`` now. Not ``isinstance``: for
+    protocols of methods only it caches the class's first answer, so a method removed later would
+    still count."""
+    methods = [name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")]
+    return all(callable(getattr(datamodule, name, None)) for name in methods)
+
+
 def check_data(datamodule, needs: list[Need]) -> None:
     """Raise `MissingDataMethod` with the first unmet need's message (and the data module's
     class)."""
     for need in needs:
-        if not any(isinstance(datamodule, protocol) for protocol in need.protocols):
+        if not any(meets(datamodule, protocol) for protocol in need.protocols):
             raise MissingDataMethod(f"{need.message}; got {type(datamodule).__name__}")
 
 
@@ -108,7 +116,7 @@ STAGES = Need(
 def verify(datamodule, rollout) -> list:
     """One reward per row of ``rollout``: ``verify_group`` of each prompt's G completions when the
     data module has it (self-rewards), else ``verify`` of each."""
-    if isinstance(datamodule, VerifiesGroups):
+    if meets(datamodule, VerifiesGroups):
         g = rollout.num_generations
         groups = [rollout.completions[b * g : (b + 1) * g] for b in range(len(rollout.examples))]
         return [reward for group in datamodule.verify_group(rollout.examples, groups) for reward in group]

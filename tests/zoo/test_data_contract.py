@@ -49,3 +49,17 @@ def test_each_strategy_names_what_its_settings_need():
     assert GRPOStrategy(refill_rounds=2).data_needs() == [D.REWARDS, D.REFILLS]
     assert GRPOStrategy(guidance=LUFFY()).data_needs() == [D.REWARDS, D.DEMONSTRATIONS]
     assert SFTStrategy().data_needs() == [D.REWARDS, D.DEMONSTRATIONS]
+
+
+def test_a_method_removed_after_a_first_check_is_missing():
+    """``isinstance`` on a protocol of methods caches the class's first answer; the check must
+    not."""
+
+    class Refilling(Verifying):
+        def refill(self, key, round):
+            return []
+
+    D.check_data(Refilling(), [D.REFILLS])
+    del Refilling.refill
+    with pytest.raises(D.MissingDataMethod, match="refill"):
+        D.check_data(Refilling(), [D.REFILLS])
