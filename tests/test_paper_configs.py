@@ -39,7 +39,7 @@ OVERRIDES = (
 #: A synthetic source per modality: (class path, init_args).
 SYNTHETIC = {
     "image": ("datamodules.SyntheticScenes", {"size": 32, "image_size": 112}),
-    "video": ("datamodules.SyntheticVideos", {"size": 32}),
+    "video": ("datamodules.SyntheticVideos", {"size": 32, "num_frames": 24}),  # 6 trimmed clips of 2 frames
     "rgbd": ("datamodules.SyntheticRGBD", {"size": 32}),
     "gui": ("datamodules.SyntheticGUI", {"size": 32}),
     "audio": ("datamodules.SyntheticAudio", {"size": 32, "seconds": 2.0}),
