@@ -33,11 +33,8 @@ from pathlib import Path
 import yaml
 
 from zoo.checkpoints import newest_loadable
+from zoo.errors import STOPPED
 from zoo.export import export
-
-#: Exit statuses of a ``zoo fit`` that a signal stopped (`zoo.cli.STOPPED`): the chain stops with
-#: the same status.
-STOPPED = (130, 143)
 
 
 def load_chain(path: str) -> tuple[Path, list[dict]]:
@@ -127,7 +124,7 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
             begin = f"resumes from {resume}" if resume else f"starts from {start or 'its config'}"
             print(f"[zoo] chain: stage {stage['name']} {begin}", flush=True)
             status = run_stage(stage_command(stage, folder, start, resume))
-            if status in STOPPED:
+            if status in STOPPED.values():  # a signal stopped the stage: the chain stops with its status
                 print(
                     f"[zoo] chain: stage {stage['name']} was stopped by a signal (exit status {status}); "
                     "run the chain again to resume it from its newest checkpoint",

@@ -250,7 +250,8 @@ def is_checkpoint(pretrained: str) -> bool:
     """A Lightning checkpoint: a ``.ckpt`` file, or the folder of shards `zoo.grpo.GRPOFSDPStrategy`
     saves."""
     path = Path(pretrained).expanduser()
-    return (path.is_file() and path.suffix == ".ckpt") or (path.is_dir() and (path / ".metadata").is_file())
+    kind = _kind(path)
+    return (kind == "file" and path.suffix == ".ckpt") or (kind == "folder" and _kind(path / SHARDED_INDEX) == "file")
 
 
 def read_checkpoint(path: str | Path) -> dict:

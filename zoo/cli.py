@@ -39,7 +39,7 @@ import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
 from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, StepProgress, TrainingCurves
 from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
-from zoo.errors import user_error
+from zoo.errors import STOPPED, user_error
 from zoo.export import as_pretrained, export
 from zoo.policy import PolicyModule
 
@@ -414,11 +414,6 @@ def usage() -> str:
     lines += [f"  {name:{width}}  {text}" for name, text in TRAINER_COMMANDS.items()]
     lines += ["", "Tools:"] + [f"  {name:{width}}  {text}" for name, text in tools.items()]
     return "\n".join([*lines, "", RUN_OUTPUTS])
-
-
-#: Exit status of a command a signal stopped (128 + its number, what a shell reports for a process
-#: the signal ended): ``zoo fit`` saved the step in progress first, ``--ckpt_path last`` resumes it.
-STOPPED = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
 def main(args: list[str] | None = None) -> None:

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import traceback
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from zoo.data import MissingDataMethod
+
+#: Exit status of a command a signal stopped (128 + its number, what a shell reports for a process
+#: the signal ended): ``zoo fit`` saved the step in progress first, ``--ckpt_path last`` resumes it.
+STOPPED = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 #: Exceptions that mean a bad configuration, file or option (a bug raises other kinds, or inside a
 #: step).
