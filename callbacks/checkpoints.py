@@ -11,6 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.checkpoints import publish, remove_stale, temporary_path
+from zoo.errors import writing
 
 
 class Checkpoints(ModelCheckpoint):
@@ -75,7 +76,8 @@ class Checkpoints(ModelCheckpoint):
         """What ModelCheckpoint does, writing to a temporary name that rank 0 renames once every
         rank is done."""
         partial = trainer.strategy.broadcast(str(temporary_path(filepath)))
-        trainer.save_checkpoint(partial, self.save_weights_only)
+        with writing(filepath):  # a full disk is one line naming the checkpoint
+            trainer.save_checkpoint(partial, self.save_weights_only)
         if trainer.is_global_zero:
             publish(Path(partial), Path(filepath))
         trainer.strategy.barrier("Checkpoints.publish")

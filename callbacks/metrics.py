@@ -10,6 +10,7 @@ from pathlib import Path
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
+from zoo.errors import writing
 from zoo.evaluation import TaskMeans
 from zoo.metrics import gather_objects
 
@@ -84,17 +85,18 @@ class GRPOMetrics(Callback):
         evaluation = getattr(trainer.strategy, "evaluation", None)
         settings = evaluation.settings if evaluation is not None else {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(
-            json.dumps(
-                {
-                    "split": split,
-                    "at": evaluated_at(trainer),
-                    "settings": settings,
-                    "metrics": {f"{split}/{k}": v for k, v in results.items()},
-                },
-                indent=1,
+        with writing(self.path):
+            self.path.write_text(
+                json.dumps(
+                    {
+                        "split": split,
+                        "at": evaluated_at(trainer),
+                        "settings": settings,
+                        "metrics": {f"{split}/{k}": v for k, v in results.items()},
+                    },
+                    indent=1,
+                )
             )
-        )
 
     def on_validation_epoch_start(self, trainer, pl_module):
         self._on_eval_epoch_start(trainer, pl_module)
@@ -175,7 +177,7 @@ class JsonlFile:
             self.full = True
             rank_zero_warn(f"{self.path} reached max_bytes={self.max_bytes}: later rows are not written")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab") as f:
+        with writing(self.path), self.path.open("ab") as f:
             f.writelines(lines[:keep])
         return keep
 

@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from zoo.errors import writing
+
 
 def cache_root() -> Path:
     """``$ZOO_CACHE``, by default ``~/.cache/zoo``."""
@@ -25,7 +27,8 @@ def build_once(target: Path, build: Callable[[Path], object]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
     try:
-        build(tmp)
+        with writing(target):
+            build(tmp)
         tmp.rename(target)
     except OSError:
         if not (target / "config.json").exists():  # not a lost race: the build itself failed

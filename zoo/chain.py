@@ -41,7 +41,10 @@ def load_chain(path: str) -> tuple[Path, list[dict]]:
     """The output folder and the stages of a chain file, checked (names unique and path-safe,
     configs exist)."""
     file = Path(path)
-    spec = yaml.safe_load(file.read_text()) if file.is_file() else None
+    spec = None
+    if file.is_file():
+        with file.open() as stream:  # a stream, so that a refused YAML tag's line names the file
+            spec = yaml.safe_load(stream)
     if not isinstance(spec, dict) or not isinstance(spec.get("stages"), list) or not spec["stages"]:
         raise ValueError(f"{path}: a chain file is a mapping with a non-empty 'stages' list")
     stages = []

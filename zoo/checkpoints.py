@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
+from zoo.errors import writing
+
 #: What Lightning's sharded (FSDP2) checkpoint folder holds besides the shards: the non-tensor
 #: state.
 SHARDED_META = "meta.pt"
@@ -72,7 +74,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = temporary_path(target)
         try:
-            with open(partial, "wb") as f:
+            with writing(target), open(partial, "wb") as f:
                 torch.save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())

@@ -5,9 +5,15 @@ and the reason)."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
+import shutil
 import signal
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 
@@ -39,6 +45,8 @@ _SCAFFOLD = (
     "Not a valid subclass",
     "Expected a path but",
 )
+#: The errno values of a write that found no room (a full device, or a disk quota reached).
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _KEY = re.compile(r'Parser key "([^"]+)"')
 _CLASS = re.compile(r"Problem with given class_path '([^']+)'")
 
@@ -47,8 +55,12 @@ def user_error(err: BaseException) -> str | None:
     """The one line to print for ``err`` when it is a configuration or input mistake; None when a
     traceback should show instead (other exception types, or anything raised inside a training or
     evaluation step)."""
+    if (tag := refused_tag(err)) is not None:
+        return tag
     if not isinstance(err, USER_ERRORS) or _inside_a_step(err):
         return None
+    if isinstance(err, OSError) and err.errno in _NO_SPACE and not isinstance(err, DiskFull):
+        return f"no space left on device while writing {err.filename or 'a file'}: free some space and run again"
     cause = err
     while cause.__cause__ is not None and str(cause).startswith(_WRAPPERS):
         cause = cause.__cause__
@@ -102,3 +114,65 @@ def _scaffold(line: str) -> bool:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+class DiskFull(OSError):
+    """A write that found no room, as one line: which file, on which file system, how much is
+    free."""
+
+    def __init__(self, path: str | Path, code: int = errno.ENOSPC):
+        mount, free = _free_space(Path(path))
+        super().__init__(
+            code,
+            f"no space left on {mount} ({free / 2**20:.0f} MiB free) while writing {path}: free some space,"
+            " or write elsewhere (trainer.default_root_dir, ZOO_CACHE)",
+        )
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Inside it, a write that runs out of space (``ENOSPC``, or a quota: ``EDQUOT``) raises
+    `DiskFull` naming ``path``, which `zoo.cli.main` prints as one line, not a traceback."""
+    try:
+        yield
+    except DiskFull as err:  # an inner write's name (a temporary file): name what the user asked for
+        raise DiskFull(path, err.errno) from err.__cause__
+    except OSError as err:
+        if err.errno not in _NO_SPACE:
+            raise
+        raise DiskFull(path, err.errno) from err
+
+
+def _free_space(path: Path) -> tuple[str, int]:
+    """The mount point holding ``path`` (or its nearest existing parent) and its free bytes."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    mount = path
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    return str(mount), shutil.disk_usage(path).free
+
+
+def refused_tag(err: BaseException) -> str | None:
+    """The line for a YAML file or value that asked for a Python object (``!!python/...``, or any
+    tag without a safe constructor): configs are data, so zoo builds nothing from a tag."""
+    import yaml  # jsonargparse's own dependency
+
+    cause, seen = err, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, yaml.constructor.ConstructorError) and cause.problem_mark is not None:
+            tag = (cause.problem or "").rpartition("tag ")[2].strip("'").replace("tag:yaml.org,2002:", "!!")
+            mark = cause.problem_mark
+            where = "a --config file or value" if mark.name.startswith("<") else mark.name
+            return (
+                f"{where}, line {mark.line + 1}, column {mark.column + 1}: YAML tag {tag} refused: a config is"
+                " data, zoo builds no Python object from a tag (name classes with class_path / init_args)"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from zoo.cache import build_once, cache_root
 from zoo.checkpoints import is_checkpoint, read_checkpoint
+from zoo.errors import writing
 from zoo.policy import PolicyModule
 from zoo.trust import plain_hparams, policy_class
 
@@ -50,7 +51,8 @@ def export(ckpt: str | Path, out: str | Path, allowed: Iterable[str] = (), chain
     """Write the checkpoint's policy to ``out`` as a Hugging Face directory; returns ``out``.
     ``allowed`` and ``chain``: see `policy_from_checkpoint`."""
     policy = policy_from_checkpoint(ckpt, allowed, chain)
-    policy.save_pretrained(str(out))
+    with writing(out):
+        policy.save_pretrained(str(out))
     return Path(out)
 
 

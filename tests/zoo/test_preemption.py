@@ -161,3 +161,16 @@ def test_a_signal_during_validation_saves_the_step_before_it(tmp_path):
     assert status == 0, stderr[-3000:]
     (final,) = checkpoints(tmp_path, 1)
     assert torch.load(final, weights_only=True)["global_step"] == 2
+
+
+def test_sigterm_under_ddp_saves_the_step_of_every_rank_and_exits_143(tmp_path):
+    # the scheduler's SIGTERM reaches rank 0, which passes it on; both ranks save the step together
+    # (resuming a distributed checkpoint: tests/zoo/test_sharded_resume.py)
+    ddp = ["--trainer.devices", "2", "--trainer.strategy", "zoo.grpo.GRPODDPStrategy"]
+    status, stderr, done = fit(tmp_path, "--trainer.max_steps", "1000", *ddp, stop=signal.SIGTERM)
+    assert status == 143, stderr[-3000:]
+    assert "stopped by SIGTERM (exit status 143); --ckpt_path last resumes" in stderr.splitlines()[-1]
+    (saved,) = checkpoints(tmp_path, 0)
+    step = torch.load(saved, weights_only=True)["global_step"]
+    assert step in (done, done + 1), (step, done)
+    assert f"stopped by a signal: step {step} saved to" in stderr
