@@ -164,7 +164,7 @@ class Conversations(Benchmark):
         if kind == "image":
             return media_part(self.image(value, name))
         if kind == "video":
-            return media_part(decode_video(str(value), **self.video_sampling))
+            return media_part(decode_video(str(value), **self.video_sampling, max_image_pixels=self.max_image_pixels))
         label = name if isinstance(value, bytes) else str(value)
         return media_part(decode_audio(value, self.sampling_rate, self.clip_seconds, name=label))
 

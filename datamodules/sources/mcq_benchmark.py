@@ -168,7 +168,7 @@ class MCQBenchmark(Benchmark):
         if kind == "image":
             return self.image(ref, name)
         if kind == "video":
-            return decode_video(str(ref), **self.video_sampling)
+            return decode_video(str(ref), **self.video_sampling, max_image_pixels=self.max_image_pixels)
         label = name if isinstance(ref, bytes) else str(ref)
         return decode_audio(ref, self.sampling_rate, self.clip_seconds, name=label)
 

@@ -13,6 +13,7 @@ import numpy as np
 from PIL import Image
 
 from datamodules.sources.base import Source, find_files
+from datamodules.sources.limits import MAX_IMAGE_PIXELS, TOO_LARGE, check_limit
 from tasks import SkipItem, Video
 from tasks.extras import require
 
@@ -52,6 +53,9 @@ class VideoFolder(Source):
         trim: Fraction of the video's length left out at each end.
         min_seconds: Videos shorter than this (stored frames over the container's average frame
             rate) are skipped; Visual Jigsaw drops videos under 24 s. 0 keeps every video.
+        max_image_pixels: Most pixels of a stored frame (read from the container's header); a
+            video with larger frames is skipped before any frame is decoded (counted as
+            ``too_large``): one decoded frame of it could hold gigabytes.
     """
 
     modality = "video"
@@ -66,19 +70,23 @@ class VideoFolder(Source):
         max_pixels: int | None = 256 * 256,
         trim: float = 0.05,
         min_seconds: float = 0.0,
+        max_image_pixels: int = MAX_IMAGE_PIXELS,
     ):
         if not (math.isfinite(min_seconds) and min_seconds >= 0):
             raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds}")
         self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=trim)
         check_sampling(**self.sampling)
         self.min_seconds = min_seconds
+        self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
         self.root, self.extensions, self.paths = find_files(root, extensions, "VideoFolder")
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> Video:
-        return decode(self.paths[index], **self.sampling, min_seconds=self.min_seconds)
+        return decode(
+            self.paths[index], **self.sampling, min_seconds=self.min_seconds, max_image_pixels=self.max_image_pixels
+        )
 
     def describe(self, index: int) -> str:
         return self.paths[index]
@@ -141,16 +149,19 @@ def decode(
     max_pixels: int | None = 256 * 256,
     trim: float = 0.05,
     min_seconds: float = 0.0,
+    max_image_pixels: int = MAX_IMAGE_PIXELS,
 ) -> Video:
     """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder`
     describes.
 
-    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded, and one of kind
-    ``too_short`` for a video shorter than ``min_seconds``.
+    Raises `tasks.SkipItem` naming ``path`` for anything that cannot be decoded, one of kind
+    ``too_short`` for a video shorter than ``min_seconds`` and one of kind ``too_large``, before
+    anything is decoded, for frames of more than ``max_image_pixels`` pixels.
     """
     check_sampling(num_frames, fps, max_frames, max_pixels, trim)
     decord = require("decord", "video", "video sources decode with decord")
     try:
+        _check_frame_size(path, max_image_pixels)
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
         total = len(reader)
         video_fps = float(reader.get_avg_fps())
@@ -166,6 +177,23 @@ def decode(
         reason = (str(err).strip().splitlines() or [""])[0][:300]
         raise SkipItem(f"{path}: {type(err).__name__}: {reason}") from err
     return Video(frames=_fit(frames, max_pixels), fps=sampled_fps, name=str(path))
+
+
+def _check_frame_size(path: str, max_image_pixels: int) -> None:
+    """Raise `tasks.SkipItem` (``too_large``) when the first video stream's frames, as the
+    container's header states them, hold more than ``max_image_pixels`` pixels; a file without a
+    readable header is left to decord, which names the problem."""
+    av = require("av", "video", "video sources read frame sizes with PyAV")
+    try:
+        with av.open(str(path)) as container:
+            context = container.streams.video[0].codec_context
+            width, height = context.width, context.height
+    except Exception:  # unreadable, or no video stream: decord's error says which
+        return
+    if width * height > max_image_pixels:
+        raise SkipItem(
+            f"{path}: frames of {width}x{height} pixels, over max_image_pixels={max_image_pixels}", kind=TOO_LARGE
+        )
 
 
 def _read(reader, indices: np.ndarray, decord_error: type[Exception]) -> np.ndarray:

@@ -291,3 +291,16 @@ def test_min_seconds_skips_short_videos_and_counts_them_apart(tmp_path):
     assert set(counts) == {("VideoFolder", "too_short"), ("VideoFolder", "unreadable")}
     with pytest.raises(ValueError, match="min_seconds"):
         VideoFolder(str(tmp_path), min_seconds=-1.0)
+
+
+def test_frames_over_max_image_pixels_skip_the_video_before_decoding(tmp_path, monkeypatch):
+    write(tmp_path / "v.mp4", clip(12))  # 48 x 64 = 3072 pixels a frame
+    assert VideoFolder(str(tmp_path), num_frames=4, max_image_pixels=3072)[0].frames.shape == (4, 48, 64, 3)
+    decord = pytest.importorskip("decord")
+    opened = []
+    monkeypatch.setattr(decord, "VideoReader", lambda *a, **k: opened.append(a))
+    with pytest.raises(SkipItem, match=r"frames of 64x48 pixels, over max_image_pixels=3071") as large:
+        VideoFolder(str(tmp_path), num_frames=4, max_image_pixels=3071)[0]
+    assert large.value.kind == "too_large" and not opened  # refused from the header, nothing decoded
+    with pytest.raises(ValueError, match="max_image_pixels must be a positive integer"):
+        VideoFolder(str(tmp_path), max_image_pixels=0)
