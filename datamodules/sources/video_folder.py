@@ -10,12 +10,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 from PIL import Image
 
 from datamodules.sources.base import Source, find_files
 from datamodules.sources.limits import MAX_IMAGE_PIXELS, TOO_LARGE, check_limit
 from tasks import SkipItem, Video
 from tasks.extras import require
+
+#: How frames are picked: ``zoo`` (the middles of equal slices of the trimmed part, `VideoFolder`)
+#: or ``qwen`` (what qwen-vl-utils' ``fetch_video`` picks: its frame count rule, ``smart_nframes``,
+#: and a rounded ``linspace`` from the part's first frame to its last).
+FRAME_SELECTIONS = ("zoo", "qwen")
+#: qwen-vl-utils' fewest frames when sampling by ``fps``.
+QWEN_MIN_FRAMES = 4
 
 
 class VideoFolder(Source):
@@ -53,6 +61,10 @@ class VideoFolder(Source):
         trim: Fraction of the video's length left out at each end.
         min_seconds: Videos shorter than this (stored frames over the container's average frame
             rate) are skipped; Visual Jigsaw drops videos under 24 s. 0 keeps every video.
+        frame_selection: ``zoo``, or ``qwen`` to pick the frames Qwen's reference pipeline
+            (qwen-vl-utils) picks: ``num_frames`` rounded to the nearest even count, or by ``fps``
+            at least 4 frames; evenly from the part's first stored frame to its last, both kept
+            (with ``trim`` 0, qwen-vl-utils' frames of the whole video, tested against it).
         max_image_pixels: Most pixels of a stored frame (read from the container's header); a
             video with larger frames is skipped before any frame is decoded (counted as
             ``too_large``): one decoded frame of it could hold gigabytes.
@@ -70,11 +82,19 @@ class VideoFolder(Source):
         max_pixels: int | None = 256 * 256,
         trim: float = 0.05,
         min_seconds: float = 0.0,
+        frame_selection: str = "zoo",
         max_image_pixels: int = MAX_IMAGE_PIXELS,
     ):
         if not (math.isfinite(min_seconds) and min_seconds >= 0):
             raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds}")
-        self.sampling = dict(num_frames=num_frames, fps=fps, max_frames=max_frames, max_pixels=max_pixels, trim=trim)
+        self.sampling = dict(
+            num_frames=num_frames,
+            fps=fps,
+            max_frames=max_frames,
+            max_pixels=max_pixels,
+            trim=trim,
+            frame_selection=frame_selection,
+        )
         check_sampling(**self.sampling)
         self.min_seconds = min_seconds
         self.max_image_pixels = check_limit(max_image_pixels, "max_image_pixels")
@@ -93,9 +113,16 @@ class VideoFolder(Source):
 
 
 def check_sampling(
-    num_frames: int | None, fps: float | None, max_frames: int, max_pixels: int | None, trim: float
+    num_frames: int | None,
+    fps: float | None,
+    max_frames: int,
+    max_pixels: int | None,
+    trim: float,
+    frame_selection: str = "zoo",
 ) -> None:
     """Raise ValueError for sampling options `decode` cannot honour."""
+    if frame_selection not in FRAME_SELECTIONS:
+        raise ValueError(f"frame_selection must be one of {FRAME_SELECTIONS}, got {frame_selection!r}")
     if (num_frames is None) == (fps is None):
         raise ValueError(
             f"give exactly one of num_frames and fps (set the other to None), got num_frames={num_frames}, fps={fps}"
@@ -119,12 +146,15 @@ def sample_indices(
     fps: float | None = None,
     max_frames: int = 64,
     trim: float = 0.05,
+    frame_selection: str = "zoo",
 ) -> tuple[np.ndarray, float]:
     """Which of ``total`` stored frames to take, and the frame rate of the taken frames (see
     `VideoFolder`).
 
     Raises ValueError when the video has too few frames.
     """
+    if frame_selection == "qwen":
+        return qwen_indices(total, video_fps, num_frames, fps, max_frames, trim)
     span = total * (1.0 - 2.0 * trim)  # stored frames in the central part
     if num_frames is not None:
         count = num_frames + num_frames % 2
@@ -150,6 +180,7 @@ def decode(
     trim: float = 0.05,
     min_seconds: float = 0.0,
     max_image_pixels: int = MAX_IMAGE_PIXELS,
+    frame_selection: str = "zoo",
 ) -> Video:
     """Decode frames of the video at ``path`` with decord, sampled and resized as `VideoFolder`
     describes.
@@ -158,7 +189,7 @@ def decode(
     ``too_short`` for a video shorter than ``min_seconds`` and one of kind ``too_large``, before
     anything is decoded, for frames of more than ``max_image_pixels`` pixels.
     """
-    check_sampling(num_frames, fps, max_frames, max_pixels, trim)
+    check_sampling(num_frames, fps, max_frames, max_pixels, trim, frame_selection)
     decord = require("decord", "video", "video sources decode with decord")
     try:
         _check_frame_size(path, max_image_pixels)
@@ -169,7 +200,7 @@ def decode(
             raise ValueError(f"frame rate {video_fps}")
         if total / video_fps < min_seconds:
             raise SkipItem(f"{path}: {total / video_fps:.1f} s long, under min_seconds={min_seconds}", kind="too_short")
-        indices, sampled_fps = sample_indices(total, video_fps, num_frames, fps, max_frames, trim)
+        indices, sampled_fps = sample_indices(total, video_fps, num_frames, fps, max_frames, trim, frame_selection)
         frames = _read(reader, indices, decord.DECORDError)
     except SkipItem:
         raise
@@ -177,6 +208,27 @@ def decode(
         reason = (str(err).strip().splitlines() or [""])[0][:300]
         raise SkipItem(f"{path}: {type(err).__name__}: {reason}") from err
     return Video(frames=_fit(frames, max_pixels), fps=sampled_fps, name=str(path))
+
+
+def qwen_indices(
+    total: int, video_fps: float, num_frames: int | None, fps: float | None, max_frames: int, trim: float
+) -> tuple[np.ndarray, float]:
+    """`sample_indices` as qwen-vl-utils picks frames: the trim as its ``video_start`` /
+    ``video_end``, the count by its ``smart_nframes`` (``max_frames`` in place of its 768), the
+    frames by a rounded float32 ``linspace`` (torch's, so that halves round as there)."""
+    duration = total / video_fps
+    start = math.ceil(trim * duration * video_fps) if trim else 0
+    end = min(math.floor((1.0 - trim) * duration * video_fps), total - 1)
+    span = end - start + 1
+    if num_frames is not None:
+        count = round(num_frames / 2) * 2  # round half to even, as Python's round
+    else:
+        most = math.floor(min(max_frames, span) / 2) * 2
+        count = math.floor(min(max(span / video_fps * fps, QWEN_MIN_FRAMES), most, span) / 2) * 2
+    if not 2 <= count <= span:
+        raise ValueError(f"only {span} frame(s) to take {max(count, 2)} from")
+    indices = torch.linspace(start, end, count).round().long().numpy()
+    return indices, count / span * video_fps
 
 
 def _check_frame_size(path: str, max_image_pixels: int) -> None:

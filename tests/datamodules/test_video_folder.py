@@ -304,3 +304,32 @@ def test_frames_over_max_image_pixels_skip_the_video_before_decoding(tmp_path, m
     assert large.value.kind == "too_large" and not opened  # refused from the header, nothing decoded
     with pytest.raises(ValueError, match="max_image_pixels must be a positive integer"):
         VideoFolder(str(tmp_path), max_image_pixels=0)
+
+
+@pytest.mark.parametrize(
+    "frames, rate, ask",
+    [
+        (30, 10, {"nframes": 8}),
+        (30, 10, {"nframes": 7}),  # rounded to the nearest even count: 8
+        (30, 10, {"nframes": 5}),  # 2.5 rounds half to even: 4
+        (30, 10, {"fps": 2.0}),
+        (30, 10, {"fps": 1.0}),  # 3 frames is under its minimum of 4
+        (30, 10, {"fps": 7.0}),
+        (36, 12, {"fps": 5.0}),
+    ],
+)
+def test_qwen_frame_selection_picks_the_frames_qwen_vl_utils_picks(frames, rate, ask, tmp_path, monkeypatch):
+    vision = pytest.importorskip("qwen_vl_utils.vision_process")
+    monkeypatch.setattr(vision, "FORCE_QWENVL_VIDEO_READER", "decord")
+    path = write(tmp_path / "v.mp4", clip(frames), fps=rate)
+    (_, meta), qwen_fps = vision.fetch_video(
+        {"video": str(path), **ask, **({"max_frames": 64} if "fps" in ask else {})},
+        return_video_sample_fps=True,
+        return_video_metadata=True,
+    )
+    sampling = dict(num_frames=ask.get("nframes"), fps=ask.get("fps"), max_frames=64, trim=0.0)
+    video = decode(str(path), **sampling, max_pixels=None, frame_selection="qwen")
+    assert_frames(video, meta["frames_indices"])
+    indices, fps = sample_indices(frames, rate, **sampling, frame_selection="qwen")
+    assert indices.tolist() == list(meta["frames_indices"])
+    assert video.fps == pytest.approx(qwen_fps) and fps == pytest.approx(qwen_fps)
