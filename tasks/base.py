@@ -216,6 +216,8 @@ class Task(ABC):
     ):
         require = think if require_think is None else require_think
         self.reading = reading.Reading(answer_format, think, require, answer_search, format_pays, last_letter)
+        self.answer_search, self.format_pays, self.last_letter = answer_search, format_pays, last_letter
+        self.require_think = require_think  # None kept: a copy with another ``think`` follows it
         if format_weight < 0 or repetition_penalty < 0:
             raise ValueError(
                 f"format_weight and repetition_penalty must be >= 0, got {format_weight}, {repetition_penalty}"
