@@ -1,9 +1,9 @@
 """Each paper config rewards completions as that paper's own reward code does.
 
-A table per paper: completions and the total the paper's reward function returns for them, worked out
-by reading its code (the file and commit are named above each table; where the repository is not in
-the reference index, the formula of /work/shared/reference/PAPERS.md). The zoo task is built from
-the paper config's own task arguments, so the table also checks that the config selects its
+A table per paper: completions and the total the paper's reward function returns for them, worked
+out by reading its code (the file and commit are named above each table; where the repository is
+not in the reference index, the formula of /work/shared/reference/PAPERS.md). The zoo task is built
+from the paper config's own task arguments, so the table also checks that the config selects its
 paper's semantics (`tasks.reading`). Cases where zoo deliberately reads more or less than the paper
 (docs/tasks.md, "Paper-exact reward semantics") are left out of the tables and named in comments.
 """
@@ -40,21 +40,29 @@ def swapped(labels: list[str], sep: str) -> str:
 
 def check(task: tasks.Task, example: Example, table: list[tuple[str, float]], scale: float = 1.0) -> None:
     got = [scale * task.verify(example, completion).total for completion, _ in table]
-    assert got == pytest.approx([expected for _, expected in table], abs=1e-6), [c for c, _ in table]  # 1/9 as the configs write it
+    # abs=1e-6: Spatial-SSRL's 1/9 is written 0.1111111 in its configs
+    assert got == pytest.approx([expected for _, expected in table], abs=1e-6), [c for c, _ in table]
 
 
 # penghao-wu/visual_jigsaw verl/utils/reward_score/visual_jigsaw.py::compute_score (commit 78f8421):
-# a completion that does not fullmatch <think>.*</think>.*\boxed{.*}.* scores 0; otherwise 0.2 for the
-# format, +1 for the exact order (the last box: mathruler's extract_boxed_content), else 0.2 x the
-# fraction in place when K > 4 and the answer holds K distinct numbers; -0.5 for a long line repeated
-# more than 3 times. Left out: a box of K distinct numbers that is no permutation of 1..K (partial
-# credit there, none here), answers spaced without commas ("2 3 1 ..." parses here, not there), and a
-# repeating completion that fails the format (0 there, -0.5 here).
-@pytest.mark.parametrize("config", ["visual_jigsaw_image"])
-def test_visual_jigsaw(config):
-    task = config_task(config, "Jigsaw")
-    example = example_of(task, "image")
+# a completion that does not fullmatch <think>.*</think>.*\boxed{.*}.* scores 0; otherwise 0.2 for
+# the format, +1 for the exact order (the last box: mathruler's extract_boxed_content), else 0.2 x
+# the fraction in place when K > 4 and the answer holds K distinct numbers; -0.5 for a long line
+# repeated more than 3 times. Left out: a box of K distinct numbers that is no permutation of 1..K
+# (partial credit there, none here), answers spaced without commas ("2 3 1 ..." parses here, not
+# there), and a repeating completion that fails the format (0 there, -0.5 here).
+@pytest.mark.parametrize(
+    "config, name",
+    [("visual_jigsaw_image", "Jigsaw"), ("visual_jigsaw_video", "TemporalJigsaw"), ("visual_jigsaw_3d", "DepthOrder")],
+)
+def test_visual_jigsaw(config, name):
+    task = config_task(config, name)
+    if name == "Jigsaw":
+        example = example_of(task, "image")
+    else:  # 6 clips or points: their scores read only the order
+        example = Example([], [2, 3, 1, 5, 4, 6], task.name, {})
     truth = [str(label) for label in example.answer]
+    k = len(truth)
     right, wrong = ",".join(truth), swapped(truth, ",")
     repeated = "a line of seven words or even more\n" * 4
     check(
@@ -62,8 +70,8 @@ def test_visual_jigsaw(config):
         example,
         [
             (f"{THINK}\\boxed{{{right}}}", 1.2),
-            (f"{THINK}\\boxed{{{wrong}}}", 0.2 + 0.2 * 7 / 9),
-            (f"{THINK}\\boxed{{1,1,1,1,1,1,1,1,1}}", 0.2),  # the issue's case: 0 under zoo's default
+            (f"{THINK}\\boxed{{{wrong}}}", 0.2 + 0.2 * (k - 2) / k),
+            (f"{THINK}\\boxed{{{','.join('1' * k)}}}", 0.2),  # the issue's case: 0 under zoo's default
             (f"{THINK}\\boxed{{nine tiles}}", 0.2),
             (f"{THINK}The order is \\boxed{{{wrong}}}, no: \\boxed{{{right}}}.", 1.2),
             (f"<think>\n{repeated}</think>\\boxed{{{right}}}", 0.7),
@@ -102,10 +110,10 @@ def test_spatial_ssrl(config):
 
 
 # PKU-ML/SSL4RL verl/utils/reward_score/ssl4rl.py and jigsaw.py are not in the reference index:
-# PAPERS.md section 4.2 and correction 6. The first <answer>(.*?)</answer> anywhere is the answer (no
-# <think> block needed, none missing is 0); ssl4rl: 1 when it equals the answer; jigsaw: the fraction
-# of positions in place; no format reward. Left out: a jigsaw answer that is no permutation (the
-# fraction there, 0 here).
+# PAPERS.md section 4.2 and correction 6. The first <answer>(.*?)</answer> anywhere is the answer
+# (no <think> block needed, none missing is 0); ssl4rl: 1 when it equals the answer; jigsaw: the
+# fraction of positions in place; no format reward. Left out: a jigsaw answer that is no permutation
+# (the fraction there, 0 here).
 def test_ssl4rl_rotation():
     task = config_task("ssl4rl_rotation", "Rotation")
     example = example_of(task, "image")
@@ -143,8 +151,8 @@ def test_ssl4rl_jigsaw():
 # xiaomi-research/r1-aqa src/utils/rewards.py (commit 9e582a2): accuracy_reward compares the first
 # <answer>(.*?)</answer> found anywhere with the option text exactly; format_reward is 1 when the
 # whole completion fullmatches <answer>.*?</answer>; weight 1 each. Left out: math_verify's numeric
-# matches, the whole completion taken as the answer when it holds no tag ("Guitar" earns 1 there), and
-# answers spanning lines (its search does not cross a newline).
+# matches, the whole completion taken as the answer when it holds no tag ("Guitar" earns 1 there),
+# and answers spanning lines (its search does not cross a newline).
 def test_r1_aqa():
     task = config_task("r1_aqa", "AudioMCQ")
     example = Example([], "Guitar", task.name, {"choices": ["Guitar", "Piano", "Violin"]})
@@ -164,10 +172,11 @@ def test_r1_aqa():
     )
 
 
-# zifuwanggg/Jigsaw-R1 utils/reward.py (commit 9c959df) with grpo.py's weights 1 and 0.5, non-thinking:
-# accuracy reads the last capital letter of the output (the output itself when it has none) and
-# compares it case-insensitively; format is 1 when the output is one uppercase letter. Left out: an
-# uppercase letter that names no option (format 1 there, 0 here) and blanks around a lone letter.
+# zifuwanggg/Jigsaw-R1 utils/reward.py (commit 9c959df) with grpo.py's weights 1 and 0.5,
+# non-thinking: accuracy reads the last capital letter of the output (the output itself when it has
+# none) and compares it case-insensitively; format is 1 when the output is one uppercase letter.
+# Left out: an uppercase letter that names no option (format 1 there, 0 here) and blanks around a
+# lone letter.
 def test_jigsaw_r1():
     task = config_task("jigsaw_r1", "JigsawPair")
     example = example_of(task, "image")
@@ -189,9 +198,10 @@ def test_jigsaw_r1():
 
 
 # UbiquitousLearning/UIShift train/grpo_uishift.py (commit 26d3284): format_reward is 1 when
-# <answer>.*?</answer> occurs anywhere; action_reward reads the JSON of the first such block; weight 1
-# each. zoo's JSON keys are its own (action/x/y/... for action_type/.../app_name), so the table writes
-# zoo's keys. Left out: code fences and the whole completion read as JSON when it holds no tag.
+# <answer>.*?</answer> occurs anywhere; action_reward reads the JSON of the first such block; weight
+# 1 each. zoo's JSON keys are its own (action/x/y/... for action_type/.../app_name), so the table
+# writes zoo's keys. Left out: code fences and the whole completion read as JSON when it holds no
+# tag.
 def test_ui_shift():
     task = config_task("ui_shift", "GUIInverseDynamics")
     example = example_of(task, "gui")
@@ -212,10 +222,10 @@ def test_ui_shift():
 
 
 # lcqysl/VideoSSR verl/verl/utils/reward_score/{jigsaw,grounding,counting}.py: only the readme is in
-# the reference index, so PAPERS.md section 3.3 and its checks in section 12: bare answers, no format
-# reward; jigsaw 1 - footrule / floor(n^2 / 2) of a valid digit string, grounding the IoU of a whole
-# "s-e" answer, counting the mean per-kind score of exactly three numbers found anywhere. Left out:
-# jigsaw orders written with commas (read here, 0 there).
+# the reference index, so PAPERS.md section 3.3 and its checks in section 12: bare answers, no
+# format reward; jigsaw 1 - footrule / floor(n^2 / 2) of a valid digit string, grounding the IoU of
+# a whole "s-e" answer, counting the mean per-kind score of exactly three numbers found anywhere.
+# Left out: jigsaw orders written with commas (read here, 0 there).
 def test_videossr():
     jigsaw = config_task("videossr", "TemporalJigsaw")
     order = Example([], [4, 5, 2, 3, 1, 6], jigsaw.name, {})
@@ -226,3 +236,22 @@ def test_videossr():
     counting = config_task("videossr", "ObjectCounting")
     counts = Example([], [3, 2, 3], counting.name, {})
     check(counting, counts, [("3,2,2", (1 + 1 + 2 / 3) / 3), ("The answer is 3, 2, 3", 1.0), ("3,2", 0.0)])
+
+
+@pytest.mark.parametrize(
+    "configs",
+    [
+        ["spatial_ssrl", "spatial_ssrl_depth"],
+        ["ssl4rl_rotation", "ssl4rl_jigsaw", "ssl4rl_position", "ssl4rl_contrastive"],
+        ["visual_jigsaw_image", "visual_jigsaw_video", "visual_jigsaw_3d"],
+    ],
+)
+def test_every_task_of_a_paper_reads_alike(configs):
+    """The tables check one task per paper; its other tasks and configs read completions the same
+    way."""
+    readings = set()
+    for config in configs:
+        data = yaml.safe_load((CONFIGS / f"{config}.yaml").read_text())["data"]["init_args"]
+        for spec in data["tasks"]:
+            readings.add(config_task(config, spec["class_path"].removeprefix("tasks.")).reading)
+    assert len(readings) == 1, readings
