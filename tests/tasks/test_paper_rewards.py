@@ -86,7 +86,8 @@ def test_visual_jigsaw(config, name):
 # blanks around <, > and / are collapsed; format = fullmatch <think>.*</think>.*\boxed{.*}.*;
 # accuracy = the last box's content equals the answer string; overall = 0.9 accuracy + 0.1 format.
 # zoo's total is accuracy + format_weight x format with format_weight 1/9: the same reward / 0.9.
-# Left out: spellings zoo parses but the paper compares as strings ("2 - 0 - 3 - 1", "2,0,3,1").
+# Left out: spellings zoo parses but the paper compares as strings ("2 - 0 - 3 - 1", "2,0,3,1"),
+# and blanks inside tags ("< think >", collapsed there).
 @pytest.mark.parametrize("config", ["spatial_ssrl"])
 def test_spatial_ssrl(config):
     task = config_task(config, "PatchReorder")
@@ -216,7 +217,7 @@ def test_ui_shift():
             (f"The screen changed. <answer>{right}</answer>", 2.0),
             (f"<answer>{wrong}</answer>", 1.0),
             ("<answer>no idea</answer>", 1.0),
-            (right, 0.0),
+            ("I clicked. {}", 0.0),
         ],
     )
 
