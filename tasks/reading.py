@@ -31,8 +31,8 @@ _BOX = "\\boxed{"
 
 @dataclass(frozen=True)
 class Reading:
-    """A task's answer-format options (see `tasks.Task`), checked once; `answer` and `format_kind`
-    read completions with them."""
+    """A task's answer-format options (see `tasks.Task`), checked once; `answer`, `strict_answer`
+    and `shaped` read completions with them."""
 
     answer_format: str
     think: bool
