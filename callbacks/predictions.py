@@ -6,7 +6,6 @@ from __future__ import annotations
 from lightning.pytorch import Callback
 
 from callbacks.metrics import JsonlFile, evaluated_at, run_path
-from tasks import answers
 from zoo.metrics import gather_objects
 
 
@@ -50,7 +49,7 @@ class Predictions(Callback):
             example = rollout.example(n)
             completion = rollout.completions[n]
             task = tasks.get(example.task)
-            parsed = answers.extract(completion, task.answer_format, task.think)[0] if task else None
+            parsed = task.extract_answer(completion) if task else None
             self._rows.append(
                 {
                     "split": split,

@@ -24,7 +24,7 @@ PERMUTATION_SCORES = ("exact", "fraction", "footrule")
 T = TypeVar("T")
 
 _TAG = re.compile(r"</?(?:think|answer)>")
-_THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")  # no two quantifiers compete: linear
+THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")  # no two quantifiers compete: linear
 _OPEN = "<answer>"
 _CLOSE = "</answer>"
 _BOXED = r"\\boxed\{"
@@ -88,7 +88,7 @@ def _extract_tags(completion: str, think: bool) -> str | None:
         return None
     start = None
     if body.startswith("<think>"):
-        after = _THINK_THEN_ANSWER.search(body, len("<think>"))
+        after = THINK_THEN_ANSWER.search(body, len("<think>"))
         start = after.end() if after else None
     if start is None and not think and body.startswith(_OPEN):
         start = len(_OPEN)
@@ -96,7 +96,7 @@ def _extract_tags(completion: str, think: bool) -> str | None:
     return body[start:end].strip() if start is not None and start <= end else None
 
 
-def _after_think(text: str) -> int | None:
+def after_think(text: str) -> int | None:
     """Where the text after a leading think block (``<think>...</think>``, whitespace before it)
     starts."""
     stripped = text.lstrip()
@@ -109,14 +109,18 @@ def _extract_boxed(completion: str, think: bool) -> str | None:
     block."""
     text = completion
     if think:
-        start = _after_think(completion)
+        start = after_think(completion)
         if start is None:
             return None
         text = completion[start:]
     starts = [m.end() for m in re.finditer(_BOXED, text)]
-    if len(starts) != 1:
-        return None
-    start = position = starts[0]
+    return boxed_content(text, starts[0]) if len(starts) == 1 else None
+
+
+def boxed_content(text: str, start: int) -> str | None:
+    """The stripped text from ``start`` (just after a ``\\boxed{``) to the brace that closes it
+    (braces balanced), or None when none does."""
+    position = start
     depth = 1
     while (close := text.find("}", position)) >= 0:  # one step per closing brace, the opening ones counted
         depth += text.count("{", position, close) - 1

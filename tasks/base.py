@@ -13,11 +13,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
-from tasks import answers
+from tasks import answers, reading
 
 log = logging.getLogger(__name__)
 _LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -37,34 +37,6 @@ def level_id(task_name: str, level: str) -> str:
     if not _LEVEL.fullmatch(level):
         raise ValueError(f"a level name is letters, digits, '_', '.' or '-', got {level!r}")
     return f"{task_name}@{level}"
-
-
-#: A line of at least this many words, repeated more than `REPEATED_RUN` times in a row, is a
-#: degenerate loop (Visual Jigsaw's ``has_excessive_repetition(min_len=7, max_run=3)``).
-REPEATED_WORDS = 7
-REPEATED_RUN = 3
-
-
-def repeats_lines(text: str) -> bool:
-    """Whether a line of at least `REPEATED_WORDS` words comes more than `REPEATED_RUN` times in a
-    row (compared case-insensitively, stripped; blank lines are passed over, a shorter line breaks
-    the run)."""
-    previous = None
-    run = 0
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if len(line.split()) < REPEATED_WORDS:
-            previous = None
-            run = 0
-            continue
-        key = line.lower()
-        run = run + 1 if key == previous else 1
-        previous = key
-        if run > REPEATED_RUN:
-            return True
-    return False
 
 
 class SkipItem(Exception):
@@ -184,15 +156,29 @@ class Task(ABC):
         answer_format: How the answer is marked: ``"tags"`` (``<answer>...</answer>``), ``"boxed"``
             (``\\boxed{...}``) or ``"bare"`` (the whole completion is the answer).
         think: Ask for reasoning in ``<think>...</think>`` before the answer (required by the
-            parser).
+            parser unless ``require_think`` is False).
         format_weight: Reward added for a well-formed completion, on top of the accuracy in [0, 1].
         repetition_penalty: Subtracted from the total of a completion that repeats a long line (at
-            least `REPEATED_WORDS` words) more than `REPEATED_RUN` times in a row, whatever its
-            answer (Visual Jigsaw, arXiv 2509.25190, subtracts 0.5); the ``repetition`` part logs it
-            when this is > 0.
+            least `reading.REPEATED_WORDS` words) more than `reading.REPEATED_RUN` times in a row,
+            whatever its answer (Visual Jigsaw, arXiv 2509.25190, subtracts 0.5); the
+            ``repetition`` part logs it when this is > 0.
         strict_letters: Where the answer is an option letter, only that uppercase letter alone
             counts (what a strict exact-match harness accepts); False also takes ``b``, ``(B)`` and
             ``B.``. No effect on answers that are not letters.
+        answer_search: Where the answer scored for accuracy is looked for: ``"strict"`` (the whole
+            completion follows the format), ``"first"`` or ``"last"`` (the first or last
+            ``<answer>`` block or ``\\boxed{}`` anywhere, as the papers' ``re.search`` and
+            ``extract_boxed_content`` find them; `tasks.reading`).
+        format_pays: What the ``format`` part pays for: ``"valid_answer"`` (the whole completion
+            follows the format and states a valid answer), ``"pattern"`` (the whole completion has
+            the format's layout, whatever its answer: Visual Jigsaw, Spatial-SSRL, R1-AQA) or
+            ``"found"`` (an answer block anywhere: UI-Shift).
+        require_think: Whether the answer is only read after a ``<think>`` block; None: as
+            ``think``. False with ``think`` asks for the block but reads answers without it (SSL4RL,
+            Spatial-SSRL's accuracy); the format part still wants it.
+        last_letter: Read a lettered answer as its last capital letter (a lone small letter as its
+            capital) for the accuracy, as Jigsaw-R1 does; the format part still reads it as
+            ``strict_letters`` says. Only for tasks whose answers are letters.
         self_reward: A label-free reward for training (`tasks.MajorityVote`, `tasks.CoReward`,
             `tasks.RegionConsistency`): the G completions of an example are rewarded by agreeing
             with each other, the answer is only read to log the true ``accuracy`` beside it. None
@@ -223,10 +209,15 @@ class Task(ABC):
         repetition_penalty: float = 0.0,
         strict_letters: bool = False,
         self_reward: SelfReward | None = None,
+        answer_search: reading.AnswerSearch = "strict",
+        format_pays: reading.FormatPays = "valid_answer",
+        require_think: bool | None = None,
+        last_letter: bool = False,
     ):
-        if answer_format not in answers.FORMATS:
-            raise ValueError(f"answer_format must be one of {answers.FORMATS}, got {answer_format!r}")
-        answers.instruction(answer_format, think)  # rejects impossible combinations (bare + think) early
+        require = think if require_think is None else require_think
+        self.reading = reading.Reading(answer_format, think, require, answer_search, format_pays, last_letter)
+        self.answer_search, self.format_pays, self.last_letter = answer_search, format_pays, last_letter
+        self.require_think = require_think  # None kept: a copy with another ``think`` follows it
         if format_weight < 0 or repetition_penalty < 0:
             raise ValueError(
                 f"format_weight and repetition_penalty must be >= 0, got {format_weight}, {repetition_penalty}"
@@ -292,7 +283,7 @@ class Task(ABC):
         when the task reads the same answer in them (`tasks.Rotation` reads ``90``, ``90 degrees``
         and ``90°`` as one angle), so self-rewards count answers, not spellings (their ballots).
         None when it states no valid answer (it then earns no format reward). Never raises."""
-        answer, _ = answers.extract(completion, self.answer_format, self.think)
+        answer = self.extract_answer(completion)
         if answer is None:
             return None
         try:
@@ -300,6 +291,11 @@ class Task(ABC):
         except Exception:  # like a scoring error: no ballot, never a dead training run
             log.exception("%s.parse_answer failed on answer %r", type(self).__name__, answer[:200])
             return None
+
+    def extract_answer(self, completion: str) -> str | None:
+        """The answer of ``completion`` that its accuracy is scored on (``answer_search``,
+        ``require_think``, ``last_letter``); None when it states none."""
+        return self.reading.answer(completion)
 
     def parse_answer(self, example: Example, answer: str) -> Hashable | None:
         """The value of a non-empty extracted answer as `canonical_answer` gives it; None when
@@ -350,90 +346,36 @@ class Task(ABC):
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward a completion. ``format`` is 1 when the completion follows the answer format and
-        states a valid answer (right or wrong). Never raises: a scoring error is logged and earns
-        nothing."""
-        answer, _ = answers.extract(completion, self.answer_format, self.think)
-        scores = None
-        if answer is not None:
-            try:
-                scores = self.score(example, answer)
-            except Exception:  # a verifier bug must not kill a training run
-                log.exception("%s.score failed on answer %r; scored 0", type(self).__name__, answer[:200])
+        states a valid answer (right or wrong), or as ``format_pays`` says. Never raises: a scoring
+        error is logged and earns nothing."""
+        scores = self._scores(example, self.extract_answer(completion))
         parts = dict.fromkeys(self.parts, 0.0) | (scores or {})
-        parts["format"] = float(scores is not None)
+        parts["format"] = float(self._formatted(example, completion, scores))
         total = self.total(parts)
         if self.repetition_penalty > 0:
-            parts["repetition"] = float(repeats_lines(completion))
+            parts["repetition"] = float(reading.repeats_lines(completion))
             total -= self.repetition_penalty * parts["repetition"]
         return Reward(total=total, parts=parts)
+
+    def _scores(self, example: Example, answer: str | None) -> dict[str, float] | None:
+        """`score` of an extracted answer; None for no answer, an invalid one or a scoring error."""
+        if answer is None:
+            return None
+        try:
+            return self.score(example, answer)
+        except Exception:  # a verifier bug must not kill a training run
+            log.exception("%s.score failed on answer %r; scored 0", type(self).__name__, answer[:200])
+            return None
+
+    def _formatted(self, example: Example, completion: str, scores: dict[str, float] | None) -> bool:
+        """Whether the completion earns the ``format`` part (``scores``: its accuracy reading's)."""
+        if self.reading.format_pays != "valid_answer":
+            return self.reading.shaped(completion)
+        if self.reading.strict:  # the accuracy read the answer as the format does
+            return scores is not None
+        return self._scores(example, self.reading.strict_answer(completion)) is not None
 
     def total(self, parts: dict[str, float]) -> float:
         """The reward of scored parts before any repetition penalty: accuracy plus the weighted
         format."""
         return parts["accuracy"] + self.format_weight * parts["format"]
-
-
-#: The graded score an ordering task pays as its accuracy (one of `answers.PERMUTATION_SCORES`).
-OrderReward = Literal["exact", "fraction", "footrule"]
-
-
-class OrderTask(Task):
-    """A task whose answer puts K shuffled pieces (tiles, clips, segments, slabs, marked points)
-    back in order, in the permutation convention of `tasks.answers`, graded by its permutation
-    scores.
-
-    Subclasses implement `make_example` (``example.answer`` is the order, from
-    `answers.shuffle_answer`); one that offers lettered options sets ``style`` to ``"choice"``.
-
-    Args:
-        reward: Which graded score is the accuracy: ``"exact"``, ``"fraction"`` (share of positions
-            right) or ``"footrule"`` (1 - normalised Spearman footrule distance). All three are
-            logged.
-        partial_credit: Scale of the graded accuracy of a valid but wrong order; an exact order
-            earns 1.
-        **kwargs: Answer format options, see `tasks.Task`.
-    """
-
-    parts = ("accuracy", *answers.PERMUTATION_SCORES)
-    #: The graded scores `graded` computes, any of which ``reward`` may pay as the accuracy.
-    rewards: ClassVar[tuple[str, ...]] = answers.PERMUTATION_SCORES
-    #: ``"order"``: the answer lists the piece numbers; ``"choice"``: the letter of the listed
-    #: order.
-    style: str = "order"
-
-    def __init__(self, reward: OrderReward = "fraction", partial_credit: float = 1.0, **kwargs):
-        super().__init__(**kwargs)
-        if reward not in self.rewards:
-            raise ValueError(f"reward must be one of {self.rewards}, got {reward!r}")
-        if not 0 <= partial_credit <= 1:
-            raise ValueError(f"partial_credit must be in [0, 1], got {partial_credit}")
-        self.reward = reward
-        self.partial_credit = partial_credit
-
-    def answer_text(self, example: Example) -> str:
-        return answers.order_answer(example.answer, self.style)
-
-    def parse(self, answer: str, k: int) -> list[int] | None:
-        """The order an answer gives (labels ``1..k`` in the `tasks.answers` convention), None for
-        anything else."""
-        return answers.parse_order(answer, k, self.style, self.strict_letters)
-
-    def parse_answer(self, example: Example, answer: str) -> tuple[int, ...] | None:
-        """The order as a tuple of labels (``3, 1, 2``, ``3 1 2`` and ``312`` are one order)."""
-        order = self.parse(answer, len(example.answer))
-        return None if order is None else tuple(order)
-
-    def graded(self, pred: list[int], example: Example) -> dict[str, float]:
-        """The `rewards` scores of a valid order: `answers.permutation_scores` (a task may add its
-        own)."""
-        return answers.permutation_scores(pred, example.answer)
-
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
-        """The graded scores and, as ``accuracy``, the ``reward`` one, scaled by ``partial_credit``
-        unless the order is exact (Visual Jigsaw pays 0.2 x fraction for a valid but wrong
-        order)."""
-        pred = self.parse(answer, len(example.answer))
-        if pred is None:  # a non-permutation earns nothing, or repeating a label would collect partial credit
-            return None
-        scores = self.graded(pred, example)
-        return {"accuracy": scores[self.reward] * (1.0 if scores["exact"] else self.partial_credit), **scores}

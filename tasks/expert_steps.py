@@ -11,8 +11,9 @@ import random
 from typing import Any
 
 from tasks import answers
-from tasks.base import Example, OrderTask, SkipItem, Task
+from tasks.base import Example, SkipItem, Task
 from tasks.image.jigsaw import Jigsaw
+from tasks.order import OrderTask
 
 
 def similarity(a: str, b: str) -> float:

@@ -26,7 +26,6 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from tasks import answers
 from tasks.base import Example, Reward, SelfReward, SkipItem, Task
 
 #: ``Example.meta`` key marking the two halves of a Co-Reward pair: ``"question"``, then its
@@ -318,7 +317,7 @@ class RegionConsistency(SelfReward):
     def _cells(self, task: Task, example: Example, text: str, width: int, height: int) -> tuple | None:
         """The grid cells ``(x1, y1, x2, y2)`` (end exclusive) a completion's region covers, or None
         when it covers none or more than ``max_area`` of the grid."""
-        region = task.region(example, answers.extract(text, task.answer_format, task.think)[0])
+        region = task.region(example, task.extract_answer(text))
         if region is None:
             return None
         x1, y1, x2, y2 = region

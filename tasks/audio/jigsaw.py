@@ -13,7 +13,8 @@ import numpy as np
 
 from tasks import answers
 from tasks.audio.common import Audio, audio_part, segments, waveform_of
-from tasks.base import Example, OrderReward, OrderTask
+from tasks.base import Example
+from tasks.order import OrderReward, OrderTask
 
 
 class AudioJigsaw(OrderTask):

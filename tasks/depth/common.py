@@ -19,7 +19,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image, ImageDraw, ImageFont
 
 from tasks import answers
-from tasks.base import Example, OrderReward, OrderTask, SkipItem
+from tasks.base import Example, SkipItem
+from tasks.order import OrderReward, OrderTask
 
 MIN_MARKER_RADIUS = 6  # pixels: smaller circles cannot hold a legible digit
 #: Marker colours of ``labels="colours"``: point p is drawn in the p-th (1-based), named so in

@@ -13,8 +13,9 @@ from typing import Literal
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, OrderTask
+from tasks.base import Example
 from tasks.image import grid
+from tasks.order import OrderTask
 
 REWARDS = (*answers.PERMUTATION_SCORES, "connections")
 

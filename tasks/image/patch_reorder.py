@@ -15,8 +15,9 @@ import re
 from PIL import Image
 
 from tasks import answers
-from tasks.base import Example, OrderReward, Task
+from tasks.base import Example, Task
 from tasks.image import grid
+from tasks.order import OrderReward
 
 _GRID = re.compile(r"(\d+)x(\d+)")
 

@@ -15,7 +15,8 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, OrderReward, OrderTask
+from tasks.base import Example
+from tasks.order import OrderReward, OrderTask
 from tasks.pointcloud.common import AXES, PointCloud, cloud_part, normalize, points_of
 
 

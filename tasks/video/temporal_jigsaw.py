@@ -14,7 +14,8 @@ from typing import Literal
 import numpy as np
 
 from tasks import answers
-from tasks.base import Example, OrderReward, OrderTask, SkipItem, Video
+from tasks.base import Example, SkipItem, Video
+from tasks.order import OrderReward, OrderTask
 from tasks.video.common import frames_of, video_part
 
 

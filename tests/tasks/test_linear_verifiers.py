@@ -173,7 +173,7 @@ def test_tag_extraction_agrees_with_the_pattern_it_replaces(completion, think):
 @given(completion=TAG_PIECES)
 def test_boxed_think_block_agrees_with_the_pattern_it_replaces(completion):
     match = re.match(_OLD_THINK, completion, re.DOTALL)
-    assert answers._after_think(completion) == (match.end() if match else None)
+    assert answers.after_think(completion) == (match.end() if match else None)
 
 
 @PROPERTY

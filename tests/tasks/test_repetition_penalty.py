@@ -6,7 +6,7 @@ import random
 import pytest
 
 from tasks import Jigsaw, Task, answers
-from tasks.base import repeats_lines
+from tasks.reading import repeats_lines
 from tests.helpers import make_item
 
 LINE = "the top left tile shows the sky and a roof"  # 10 words
