@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ import torch
 from tests.zoo import grpo_reference as R
 from zoo import GRPOStrategy
 from zoo.grpo import functional as F
+from zoo.grpo.window import no_grad_log_probs
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")  # the ones the reference knows
 ROOT = Path(__file__).parents[2]
@@ -137,6 +139,16 @@ def test_mini_batches_split_whole_groups_as_evenly_as_possible():
     settings = dict(mini_batches=3, loss_type="dr_grpo", mask_truncated=True)
     run = check(settings, dict(mini_batches=1), steps=3)
     assert run.policy.chunks == [8, 4, 4]
+
+
+def test_mini_batches_take_old_log_probs_once_before_the_first_update():
+    # the table's rows are independent, so a later mini-batch's ratio is 1 either way: count the
+    # passes instead (one per piece of the rollout, before any update)
+    with mock.patch("zoo.grpo.strategy.no_grad_log_probs", wraps=no_grad_log_probs) as calls:
+        run = R.train(dict(mini_batches=2), steps=2)
+    assert [c.kwargs["reference"] for c in calls.call_args_list] == [False, False]
+    assert [len(c.args[2][0][0]) for c in calls.call_args_list] == [8, 8]  # each mini-batch's 2 groups
+    assert len(run.grads) == 2
 
 
 def test_several_updates_refuse_accumulation_and_losses_without_a_ratio():
