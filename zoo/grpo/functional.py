@@ -36,7 +36,7 @@ class LossType:
             accumulation window; otherwise the whole window is normalised by its counts as one
             batch.
         off_policy: Has an importance ratio, so samples stay usable after an update
-            (``num_iterations > 1``).
+            (``num_iterations`` or ``mini_batches > 1``).
     """
 
     name: str
@@ -181,7 +181,8 @@ class Loss(ABC):
     Attributes:
         sequence_mean: Average each row over its tokens before rows are summed.
         per_batch: Normalise each batch of an accumulation window on its own (see `LossType`).
-        off_policy: Has an importance ratio, so ``num_iterations > 1`` may reuse samples.
+        off_policy: Has an importance ratio, so ``num_iterations`` or ``mini_batches > 1`` may
+            reuse samples.
     """
 
     sequence_mean: ClassVar[bool] = False
