@@ -141,6 +141,13 @@ def test_mini_batches_split_whole_groups_as_evenly_as_possible():
     assert run.policy.chunks == [8, 4, 4]
 
 
+@pytest.mark.parametrize("guidance", ["srft", "luffy"])
+def test_mini_batches_of_a_hybrid_keep_its_demonstrations_in_their_groups(guidance):
+    # SRFT's SFT term is normalised by the demonstration tokens of each step's mini-batch
+    settings = dict(guidance=(guidance, {}), mini_batches=2, num_iterations=2, epsilon=0.05, micro_batch_size=3)
+    check(settings, dict(mini_batches=1), steps=4)
+
+
 def test_mini_batches_take_old_log_probs_once_before_the_first_update():
     # the table's rows are independent, so a later mini-batch's ratio is 1 either way: count the
     # passes instead (one per piece of the rollout, before any update)
