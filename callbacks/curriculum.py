@@ -26,7 +26,8 @@ class Stage:
         tasks: Task options changed from this stage on, by task name (``{"jigsaw": {"rows": 3,
             "cols": 3}}``), on top of the changes of earlier stages.
         step: Begin at this training batch (counted from 0 over all epochs; the optimizer step
-            unless ``num_iterations`` or ``accumulate_grad_batches`` differ from 1). Exactly one of
+            unless ``num_iterations``, ``mini_batches`` or ``accumulate_grad_batches`` differ from
+            1). Exactly one of
             ``step`` and ``metrics`` is given.
         metrics: Begin at the next epoch once, for each named training metric
             (``train/reward/jigsaw/accuracy``), its mean over the last ``window`` batches of the

@@ -86,11 +86,13 @@ DEFAULTS = dict(
     scale_rewards="group",
     epsilon=0.2,
     epsilon_high=None,
+    clip_ratio_c=None,
     beta=0.0,
     kl_estimator="k3",
     beta_schedule="constant",
     kl_bias_correction=False,
     num_iterations=1,
+    mini_batches=1,
     mask_truncated=False,
     filter_zero_variance=False,
     micro_batch_size=None,
@@ -440,6 +442,8 @@ def token_terms(theta, old, ex: Example, g: int, adv: float, s: dict, beta: floa
             term = -adv * logp[t]
         else:
             term = -torch.minimum(ratio[t] * adv, torch.clamp(ratio[t], low, high) * adv)
+            if s["clip_ratio_c"] is not None and adv < 0:  # dual clip: at most -c * A
+                term = torch.minimum(term, torch.tensor(-s["clip_ratio_c"] * adv, dtype=term.dtype))
         srft = isinstance(guide, SRFT)
         if srft and not expert and guide.positive_coef is not None and adv > 0:  # w_RL
             term = term * guide.positive_coef * (torch.exp(entropy.detach()) if guide.entropy_aware else 1)
@@ -453,9 +457,10 @@ def token_terms(theta, old, ex: Example, g: int, adv: float, s: dict, beta: floa
     return terms, counts, sft
 
 
-def window_loss(theta, old, window: list[list[Example]], s: dict, beta: float) -> torch.Tensor:
+def window_loss(theta, old, window: list[list[Example]], s: dict, beta: float, only=None) -> torch.Tensor:
     """The loss of one optimizer step over the window's batches, written out per loss type, plus
-    SRFT's SFT term (a token mean over the window's demonstration tokens)."""
+    SRFT's SFT term (a token mean over the window's demonstration tokens); with ``only`` (prompt
+    indices: a mini-batch) over those groups, advantages still over the whole window."""
     adv = advantages(window, s)
     per_batch = []  # (sum of token terms, sum of row means, rows, tokens) of each batch
     sft_total, sft_tokens = 0.0, 0
@@ -463,6 +468,8 @@ def window_loss(theta, old, window: list[list[Example]], s: dict, beta: float) -
         total, row_means, rows, tokens = 0.0, 0.0, 0, 0
         for ex in batch:
             if s["filter_zero_variance"] and len(set(group_rewards(ex, s))) == 1:
+                continue
+            if only is not None and ex.meta["index"] not in only:
                 continue
             for g in range(s["num_generations"]):
                 terms, counts, sft = token_terms(theta, old, ex, g, adv[ex.meta["index"], g], s, beta)
@@ -500,6 +507,28 @@ def nll_gradient(theta, pairs: list[tuple[Example, int]], s: dict) -> torch.Tens
     return grad
 
 
+def mini_batch_prompts(window: list[list[Example]], s: dict, ranks: int) -> list[set[int]]:
+    """The prompts of each mini-batch: rank r of ``ranks`` holds prompts r, r + W, ... of each
+    batch (a distributed sampler without shuffling), splits its kept groups in order into
+    ``mini_batches`` shares (the first ones one group larger), and mini-batch j joins share j of
+    every rank."""
+    out = [set() for _ in range(s["mini_batches"])]
+    for batch in window:
+        for r in range(ranks):
+            kept = [
+                ex.meta["index"]
+                for ex in batch[r::ranks]
+                if not (s["filter_zero_variance"] and len(set(group_rewards(ex, s))) == 1)
+            ]
+            size, extra = divmod(len(kept), s["mini_batches"])
+            start = 0
+            for j in range(s["mini_batches"]):
+                end = start + size + (j < extra)
+                out[j] |= set(kept[start:end])
+                start = end
+    return out
+
+
 def beta_at(s: dict, step: int, steps: int) -> float:
     progress = step / steps
     return (
@@ -517,10 +546,11 @@ def reference(
     accumulate: int = 1,
     lr: float = LR,
     batches: list[list[int]] | None = None,
+    ranks: int = 1,
 ) -> list[dict]:
     """Gradient (after clipping), its norm before clipping and the loss of each optimizer step, by
     SGD over global batches of ``batch_size`` prompts (or the prompt indices ``batches``),
-    ``accumulate`` per step."""
+    ``accumulate`` per step; mini-batches are split as ``ranks`` processes split them."""
     s = DEFAULTS | settings
     theta = initial_theta()[0]
     if batches is None:
@@ -531,9 +561,14 @@ def reference(
     while steps_done < steps:
         window = [batches[(b + j) % len(batches)] for j in range(accumulate)]
         b, old = b + accumulate, theta.clone()
-        for _ in range(s["num_iterations"]):
+        only = [None] if s["mini_batches"] == 1 else mini_batch_prompts(window, s, ranks)
+        for prompts in [p for _ in range(s["num_iterations"]) for p in only]:
+            if prompts == set():  # a mini-batch of no group on any rank: a step without a gradient
+                out.append(dict(grad=None, norm=0.0, loss=0.0))
+                steps_done += 1
+                continue
             variable = theta.clone().requires_grad_()
-            loss = window_loss(variable, old, window, s, beta_at(s, steps_done, steps))
+            loss = window_loss(variable, old, window, s, beta_at(s, steps_done, steps), prompts)
             (grad,) = torch.autograd.grad(loss, variable)
             norm = float(grad.norm())
             if s["max_grad_norm"] is not None:
@@ -562,6 +597,24 @@ DYNAMIC_RANK_CASES = {
     "dynamic-bnpo-batch-std": dict(refill_rounds=2, loss_type="bnpo", scale_rewards="batch", entropy_coef=0.1),
     "dynamic-cap-dapo": dict(refill_rounds=1, loss_type="dapo", entropy_coef=0.1),
 }
+#: 2-process mini-batch cases and their optimizer steps (two rollouts each): with 3 mini-batches of
+#: 4 prompts each rank's 2 groups make shares of 1, 1 and 0 groups, so mini-batches hold 2, 2 and 0
+#: groups (one process holding the batch makes 2, 1, 1).
+MINI_BATCH_RANK_CASES = {
+    "mini-batches-grpo": (dict(mini_batches=3, entropy_coef=0.1, beta=0.2, micro_batch_size=3), 6),
+    "mini-batches-dapo-iterations-dual-clip": (
+        dict(
+            mini_batches=2,
+            num_iterations=2,
+            loss_type="dapo",
+            filter_zero_variance=True,
+            clip_ratio_c=1.2,
+            beta=2.0,
+            epsilon=0.05,
+        ),
+        8,
+    ),
+}
 ACCUMULATED_RANK_CASES = {
     f"accumulate-{loss}": dict(loss_type=loss, filter_zero_variance=True, entropy_coef=0.1)
     for loss in ("dapo", "grpo", "bnpo")
@@ -572,6 +625,8 @@ def rank_main(out: str) -> None:
     results = {}
     for name, settings in (RANK_CASES | DYNAMIC_RANK_CASES).items():
         results[name] = train(settings, steps=2, batch_size=2, distributed=True).grads
+    for name, (settings, steps) in MINI_BATCH_RANK_CASES.items():
+        results[name] = train(settings, steps=steps, batch_size=2, distributed=True).grads
     for name, settings in ACCUMULATED_RANK_CASES.items():
         results[name] = train(settings, steps=1, batch_size=1, accumulate=2, distributed=True).grads
     if int(os.environ["RANK"]) == 0:

@@ -63,6 +63,26 @@ def test_clip_higher_widens_upper_range_only():
     assert_close(loss, torch.tensor([[-1.25], [0.8]]))
 
 
+def test_dual_clip_bounds_the_loss_of_negative_advantages_by_hand():
+    # rows: (ratio 4, A -1), (ratio 2, A -1), (ratio 4, A +1), (ratio 0.5, A -1); epsilon 0.2, c 3
+    logps = torch.log(torch.tensor([[4.0], [2.0], [4.0], [0.5]])).requires_grad_()
+    adv = torch.tensor([-1.0, -1.0, 1.0, -1.0])
+    loss, clipped = F.per_token_loss(logps, torch.zeros(4, 1), adv, torch.ones(4, 1), "dapo", 0.2, clip_ratio_c=3.0)
+    # PPO alone: -min(-4, -1.2) = 4 -> bounded at -c * A = 3; -min(-2, -1.2) = 2 < 3 stays;
+    # positive advantages are never bounded: -min(4, 1.2) = -1.2; -min(-0.5, -0.8) = 0.8 (clip low)
+    assert_close(loss.detach(), torch.tensor([[3.0], [2.0], [-1.2], [0.8]]))
+    assert clipped.flatten().tolist() == [True, False, True, True]
+    loss.sum().backward()
+    # d(-r * A)/d logp = -A * r: 0 at the bound, 2 for the second row, 0 where the clip is active
+    assert_close(logps.grad, torch.tensor([[0.0], [2.0], [0.0], [0.0]]))
+    # the pure function bounds only where A < 0 and the loss is above -c * A; padding is not flagged
+    bounded, where = F.dual_clip(torch.tensor([[5.0, 1.0], [5.0, 5.0]]), torch.tensor([-1.0, 2.0]), 3.0)
+    assert_close(bounded, torch.tensor([[3.0, 1.0], [5.0, 5.0]]))
+    assert where.tolist() == [[True, False], [False, False]]
+    _, clipped = F.per_token_loss(logps, torch.zeros(4, 1), adv, torch.zeros(4, 1), "dapo", clip_ratio_c=3.0)
+    assert not clipped.any()
+
+
 def test_on_policy_gradient_is_minus_advantage():
     logps = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     loss, _ = F.per_token_loss(logps, logps.detach(), torch.tensor([3.0]), torch.ones(1, 2), "grpo")

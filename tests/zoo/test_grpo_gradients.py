@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ import torch
 from tests.zoo import grpo_reference as R
 from zoo import GRPOStrategy
 from zoo.grpo import functional as F
+from zoo.grpo.window import no_grad_log_probs
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")  # the ones the reference knows
 ROOT = Path(__file__).parents[2]
@@ -72,6 +74,9 @@ OPTIONS = {  # name: (settings, what the strategy would use if it ignored or inv
     "beta_schedule=linear": (dict(beta=0.5, beta_schedule="linear"), dict(beta_schedule="constant")),
     "beta_schedule=cosine": (dict(beta=0.5, beta_schedule="cosine"), dict(beta_schedule="constant")),
     "kl_bias_correction": (KL | ITERATE | dict(kl_bias_correction=True), dict(kl_bias_correction=False)),
+    # the KL term pulls some tokens of negative advantage up, so their ratio passes c
+    "clip_ratio_c": (ITERATE | dict(beta=2.0, clip_ratio_c=1.2), dict(clip_ratio_c=None)),
+    "mini_batches": (dict(mini_batches=2), dict(mini_batches=1)),
     "num_iterations": (dict(num_iterations=2), dict(num_iterations=1)),
     "mask_truncated": (dict(mask_truncated=True), dict(mask_truncated=False)),
     "filter_zero_variance": (dict(filter_zero_variance=True), dict(filter_zero_variance=False)),
@@ -104,6 +109,64 @@ def test_each_loss_type_reuses_its_samples_with_importance_ratios(loss_type):
     # the second iteration sees ratios away from 1 and clipping; old log-probs recomputed (ratio 1)
     # differ
     check(dict(loss_type=loss_type, num_iterations=2, epsilon=0.1, filter_zero_variance=True), dict(epsilon=1e9))
+
+
+MINI_BATCHES = [t for t in LOSS_TYPES if F.LOSSES[t].off_policy]
+
+
+@pytest.mark.parametrize("loss_type", MINI_BATCHES)
+def test_mini_batches_update_on_shares_of_one_rollout(loss_type):
+    # two rollouts of 4 prompts, each 2 epochs x 2 mini-batches: the second epoch's ratios are
+    # against the sampling policy (the table's rows are independent, so within an epoch they are
+    # 1); each mini-batch has its own normaliser, the batch std is the rollout's
+    settings = dict(
+        loss_type=loss_type,
+        mini_batches=2,
+        num_iterations=2,
+        epsilon=0.05,
+        scale_rewards="batch",
+        filter_zero_variance=True,
+        micro_batch_size=3,
+        beta=0.2,
+        entropy_coef=0.1,
+    )
+    run = check(settings, dict(mini_batches=1), steps=8)
+    assert len(run.grads) == 8  # every optimizer step counts in global_step
+
+
+def test_mini_batches_split_whole_groups_as_evenly_as_possible():
+    # 4 groups in 3 mini-batches: 2, 1 and 1 groups; each step normalised by its own rows
+    settings = dict(mini_batches=3, loss_type="dr_grpo", mask_truncated=True)
+    run = check(settings, dict(mini_batches=1), steps=3)
+    assert run.policy.chunks == [8, 4, 4]
+
+
+@pytest.mark.parametrize("guidance", ["srft", "luffy"])
+def test_mini_batches_of_a_hybrid_keep_its_demonstrations_in_their_groups(guidance):
+    # SRFT's SFT term is normalised by the demonstration tokens of each step's mini-batch
+    settings = dict(guidance=(guidance, {}), mini_batches=2, num_iterations=2, epsilon=0.05, micro_batch_size=3)
+    check(settings, dict(mini_batches=1), steps=4)
+
+
+def test_mini_batches_take_old_log_probs_once_before_the_first_update():
+    # the table's rows are independent, so a later mini-batch's ratio is 1 either way: count the
+    # passes instead (one per piece of the rollout, before any update)
+    with mock.patch("zoo.grpo.strategy.no_grad_log_probs", wraps=no_grad_log_probs) as calls:
+        run = R.train(dict(mini_batches=2), steps=2)
+    assert [c.kwargs["reference"] for c in calls.call_args_list] == [False, False]
+    assert [len(c.args[2][0][0]) for c in calls.call_args_list] == [8, 8]  # each mini-batch's 2 groups
+    assert len(run.grads) == 2
+
+
+def test_several_updates_refuse_accumulation_and_losses_without_a_ratio():
+    with pytest.raises(ValueError, match="gpg.*mini_batches"):
+        GRPOStrategy(loss_type="gpg", mini_batches=2)
+    with pytest.raises(ValueError, match="no importance ratio"):
+        GRPOStrategy(loss_type="gpg", clip_ratio_c=3.0)
+    with pytest.raises(ValueError, match="clip_ratio_c must be > 1"):
+        GRPOStrategy(clip_ratio_c=1.0)
+    with pytest.raises(ValueError, match="accumulate_grad_batches"):
+        R.train(dict(mini_batches=2), steps=2, batch_size=2, accumulate=2)
 
 
 def test_micro_batching_and_a_filtered_batch_keep_the_whole_batch_normaliser():
@@ -237,6 +300,17 @@ def test_two_processes_keep_the_groups_one_process_keeps(two_ranks, name):
     refill groups (and leaves the surplus one), rank 1 keeps none in step 1."""
     settings = R.DYNAMIC_RANK_CASES[name]
     assert_same(two_ranks[name], R.reference(settings, batches=R.KEPT[settings["refill_rounds"]]))
+
+
+@pytest.mark.parametrize("name", R.MINI_BATCH_RANK_CASES)
+def test_two_processes_take_their_share_of_each_mini_batch(two_ranks, name):
+    settings, steps = R.MINI_BATCH_RANK_CASES[name]
+    expected = R.reference(settings, steps=steps, batch_size=4, ranks=2)
+    assert_same(two_ranks[name], expected)
+    one_process = R.reference(settings, steps=steps, batch_size=4)
+    if settings["mini_batches"] == 3:  # one process splits its 4 groups 2, 1, 1; two ranks 2, 2, 0
+        assert differs(expected, one_process)
+    assert_same(R.train(settings, steps=steps, batch_size=4).grads, one_process)
 
 
 @pytest.mark.parametrize("name", R.ACCUMULATED_RANK_CASES)

@@ -36,7 +36,7 @@ class LossType:
             accumulation window; otherwise the whole window is normalised by its counts as one
             batch.
         off_policy: Has an importance ratio, so samples stay usable after an update
-            (``num_iterations > 1``).
+            (``num_iterations`` or ``mini_batches > 1``).
     """
 
     name: str
@@ -132,6 +132,26 @@ def clipped_surrogate(
     return -torch.minimum(unclipped, clipped), was_clipped
 
 
+def dual_clip(per_token: Tensor, advantages: Tensor, clip_ratio_c: float) -> tuple[Tensor, Tensor]:
+    """Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL"; verl's
+    and EasyR1's ``clip_ratio_c``): where the advantage is negative the surrogate to minimise is
+    bounded by ``-clip_ratio_c * A``, so a token whose ratio has grown far above 1 stops pushing
+    (its gradient is 0 there).
+
+    Args:
+        per_token: The surrogate to minimise, ``[N, L]``.
+        advantages: ``[N]``.
+        clip_ratio_c: The bound's ratio c (> 1; 3.0 in verl and EasyR1).
+
+    Returns:
+        The bounded surrogate ``[N, L]`` and where the bound was active ``[N, L]`` (bool).
+    """
+    adv = advantages[:, None]  # [N, 1]
+    bound = (-clip_ratio_c * adv).to(per_token.dtype).expand_as(per_token)  # [N, L]
+    bounded = (adv < 0) & (per_token > bound)
+    return torch.where(bounded, bound, per_token), bounded
+
+
 @register_loss("bnpo", by_tokens, per_batch=True)  # decorators apply bottom-up: grpo is registered first
 @register_loss("dapo", by_tokens)
 @register_loss("dr_grpo", by_max_tokens)
@@ -161,7 +181,8 @@ class Loss(ABC):
     Attributes:
         sequence_mean: Average each row over its tokens before rows are summed.
         per_batch: Normalise each batch of an accumulation window on its own (see `LossType`).
-        off_policy: Has an importance ratio, so ``num_iterations > 1`` may reuse samples.
+        off_policy: Has an importance ratio, so ``num_iterations`` or ``mini_batches > 1`` may
+            reuse samples.
     """
 
     sequence_mean: ClassVar[bool] = False
@@ -209,6 +230,7 @@ def per_token_loss(
     loss_type: str | Loss = "grpo",
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
+    clip_ratio_c: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Surrogate per token (to be minimised) and where clipping was active, for a registered loss
     type.
@@ -222,11 +244,17 @@ def per_token_loss(
         loss_type: A key of `LOSSES`, or a `Loss`.
         epsilon: Lower clip range: the ratio is clipped at ``1 - epsilon``.
         epsilon_high: Upper clip range (DAPO clip-higher); defaults to ``epsilon``.
+        clip_ratio_c: Dual-clip bound (`dual_clip`) for negative advantages; None leaves it out.
 
     Returns:
-        ``loss`` ``[N, L]`` and ``clipped`` ``[N, L]`` (bool).
+        ``loss`` ``[N, L]`` and ``clipped`` ``[N, L]`` (bool; with ``clip_ratio_c`` also where the
+        dual-clip bound was active).
     """
-    return find_loss(loss_type).per_token(logps, old_logps, advantages, mask, epsilon, epsilon_high)
+    loss, clipped = find_loss(loss_type).per_token(logps, old_logps, advantages, mask, epsilon, epsilon_high)
+    if clip_ratio_c is None:
+        return loss, clipped
+    loss, bounded = dual_clip(loss, advantages, clip_ratio_c)
+    return loss, clipped | (bounded & mask.bool())
 
 
 def kl_penalty(logps: Tensor, ref_logps: Tensor, estimator: str = "k3") -> Tensor:

@@ -21,11 +21,11 @@ from zoo.evaluation import Evaluation
 from zoo.grpo import dynamic
 from zoo.grpo import functional as F
 from zoo.grpo.guidance import Guidance
+from zoo.grpo.updates import mini_batches, set_divisors
 from zoo.grpo.window import (
     ScoredRollout,
     WindowBatch,
     add_window_metrics,
-    batch_divisors,
     last_chunk,
     no_grad_log_probs,
     window_advantages,
@@ -58,6 +58,9 @@ class GRPOMixin(ManualStep):
             accumulation window), or ``none``.
         epsilon: Clip range below 1 of the importance ratio.
         epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
+        clip_ratio_c: Dual-clip PPO (verl's and EasyR1's ``clip_ratio_c``, 3.0 there): for a
+            negative advantage the per-token loss is bounded by ``-clip_ratio_c * A`` (> 1); None
+            disables. Tokens at the bound count in ``train/grpo/clip_frac``.
         beta: KL coefficient against the frozen initial policy; 0 loads no reference model.
         kl_estimator: ``k1``, ``k2`` or ``k3`` (low variance, non-negative).
         beta_schedule: ``constant``, or ``linear`` / ``cosine`` decay of ``beta`` to 0 at
@@ -66,8 +69,18 @@ class GRPOMixin(ManualStep):
             (TRL's ``use_bias_correction_kl``): the samples come from pi_old, and the ratio's
             gradient adds the score-function term, so the gradient estimates that of KL(pi ||
             pi_ref) even on-policy.
-        num_iterations: Optimizer steps per rollout (mu); > 1 reuses the samples with importance
-            ratios.
+        num_iterations: Passes over each rollout (mu; verl's ``ppo_epochs``), each of
+            ``mini_batches`` optimizer steps; > 1 reuses the samples with importance ratios.
+        mini_batches: Optimizer steps per pass over a rollout (verl's ``train_batch_size /
+            ppo_mini_batch_size``, EasyR1's ``rollout_batch_size / global_batch_size``): each
+            rank's kept groups of the rollout are split in order into this many shares of whole
+            groups, as even as possible, and share ``j`` of every rank is mini-batch ``j``.
+            Advantages are computed once over the whole rollout, importance ratios are against
+            the sampling policy (old log-probs computed once, before the first update), and each
+            mini-batch is normalised as a batch of its own (its kept rows and tokens over all
+            ranks, as TRL normalises each optimizer step of a generation batch). Every optimizer
+            step counts in ``global_step`` (``max_steps``, LR schedulers), as in TRL; one whose
+            mini-batch holds no group on any rank leaves the weights as they are.
         mask_truncated: Leave the tokens of completions that hit ``max_new_tokens`` without an EOS
             out of the loss; the rows still count in the row normalisers of ``grpo``, ``gspo`` and
             ``dr_grpo`` (as in TRL).
@@ -111,11 +124,13 @@ class GRPOMixin(ManualStep):
         scale_rewards: str = "group",
         epsilon: float = 0.2,
         epsilon_high: float | None = None,
+        clip_ratio_c: float | None = None,
         beta: float = 0.0,
         kl_estimator: str = "k3",
         beta_schedule: str = "constant",
         kl_bias_correction: bool = False,
         num_iterations: int = 1,
+        mini_batches: int = 1,
         mask_truncated: bool = False,
         filter_zero_variance: bool = False,
         refill_rounds: int = 0,
@@ -148,13 +163,16 @@ class GRPOMixin(ManualStep):
             raise ValueError(f"beta_schedule must be one of {F.SCHEDULES}")
         if beta < 0 or epsilon < 0:
             raise ValueError("beta and epsilon must be >= 0")
-        if num_iterations < 1:
-            raise ValueError(f"num_iterations must be >= 1, got {num_iterations}")
-        if num_iterations > 1 and not loss.off_policy:
+        if num_iterations < 1 or mini_batches < 1:
+            raise ValueError(f"num_iterations and mini_batches must be >= 1, got {num_iterations}, {mini_batches}")
+        if (num_iterations > 1 or mini_batches > 1 or clip_ratio_c is not None) and not loss.off_policy:
             raise ValueError(
-                f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
-                "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type"
+                f"loss_type {loss_type!r} has no importance ratio, so num_iterations or mini_batches > 1 would "
+                "train on stale samples as if they were on-policy (and clip_ratio_c has no ratio to bound); "
+                "use a clipped loss type"
             )
+        if clip_ratio_c is not None and clip_ratio_c <= 1:
+            raise ValueError(f"clip_ratio_c must be > 1 (or None), got {clip_ratio_c}")
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError("micro_batch_size must be >= 1 or None")
         if refill_rounds < 0:
@@ -172,11 +190,13 @@ class GRPOMixin(ManualStep):
         self.scale_rewards = scale_rewards
         self.epsilon = epsilon
         self.epsilon_high = epsilon_high
+        self.clip_ratio_c = clip_ratio_c
         self.beta = beta
         self.kl_estimator = kl_estimator
         self.beta_schedule = beta_schedule
         self.kl_bias_correction = kl_bias_correction
         self.num_iterations = num_iterations
+        self.mini_batches = mini_batches
         self.mask_truncated = mask_truncated
         self.filter_zero_variance = filter_zero_variance
         self.micro_batch_size = micro_batch_size
@@ -194,10 +214,10 @@ class GRPOMixin(ManualStep):
         """With accumulation the strategy samples and scores that many batches and trains on them as
         on one batch holding all their groups, with one optimizer step: a rollout cannot also serve
         several steps."""
-        if self.num_iterations > 1:
+        if self.num_iterations > 1 or self.mini_batches > 1:
             return (
-                "num_iterations > 1 reuses each rollout for several optimizer steps; it cannot be combined "
-                "with accumulate_grad_batches"
+                "num_iterations or mini_batches > 1 uses each rollout for several optimizer steps; it cannot be "
+                "combined with accumulate_grad_batches (raise the data module's batch_size instead)"
             )
         return None
 
@@ -243,51 +263,64 @@ class GRPOMixin(ManualStep):
         return replace(drawn, rollout=rollout, rewards=rewards, totals=dynamic.totals(rewards, len(rollout.examples)))
 
     def _train_window(self, window: list[list[ScoredRollout]], means: MetricMeans) -> Tensor:
-        """``num_iterations`` optimizer steps, each over every batch of the window in micro-batches
-        of its kept rows: the update of one batch holding all the window's groups, on any number of
-        ranks."""
-        parts = self._parts(window)
+        """``num_iterations`` passes over the window, each of ``mini_batches`` optimizer steps; with
+        one mini-batch each step is the update of one batch holding all the window's groups, on any
+        number of ranks. Returns the mean loss of the steps."""
+        steps = self._steps(window)
         total = torch.zeros((), device=self.root_device)
-        final = last_chunk(parts)
         skipped = 0
         for _ in range(self.num_iterations):
-            if self.beta > 0 and self.beta_schedule != "constant":
-                means.add("train/grpo/beta", self._beta())
-            for p, part in enumerate(parts):
-                for i, (chunk, live) in enumerate(part.plan):
-                    out = self.forward(part.rollout, chunk)
-                    loss = self._loss(out, part, chunk, means if live else None)
-                    self.backward_pass(loss * live, last=(p, i) == final)
-                    total += loss.detach() * live / self.num_iterations
-            skipped += self.step_optimizer(means, "train/grpo")
+            for pieces in steps:
+                if self.beta > 0 and self.beta_schedule != "constant":
+                    means.add("train/grpo/beta", self._beta())
+                self.guidance.prepare(self, pieces)
+                total += self._update(pieces, means)
+                skipped += self.step_optimizer(means, "train/grpo")
+        total /= self.num_iterations * len(steps)
         means.add("train/grpo/skipped_steps", skipped)
         means.add("train/grpo/loss", total.item())
-        add_window_metrics(means, parts, [d.totals for batch in window for d in batch])
+        # every step's pieces hold the whole rollouts and advantages
+        add_window_metrics(means, steps[0], [d.totals for batch in window for d in batch])
         return total
 
-    def _parts(self, window: list[list[ScoredRollout]]) -> list[WindowBatch]:
-        """The window's rollouts with their advantages, kept rows, masks, micro-batch plans, loss
-        divisors and the old / reference log-probs they need."""
+    def _update(self, pieces: list[WindowBatch], means: MetricMeans) -> Tensor:
+        """The forward and backward passes of one optimizer step over ``pieces`` in their
+        micro-batches; returns the step's loss."""
+        total = torch.zeros((), device=self.root_device)
+        final = last_chunk(pieces)
+        for p, piece in enumerate(pieces):
+            for i, (chunk, live) in enumerate(piece.plan):
+                out = self.forward(piece.rollout, chunk)
+                loss = self._loss(out, piece, chunk, means if live else None)
+                self.backward_pass(loss * live, last=(p, i) == final)
+                total += loss.detach() * live
+        return total
+
+    def _steps(self, window: list[list[ScoredRollout]]) -> list[list[WindowBatch]]:
+        """The window's mini-batches (`zoo.grpo.updates.mini_batches`), each a piece of every
+        rollout with its advantages, kept rows, mask, micro-batch plan, loss divisor and the old /
+        reference log-probs it needs (all computed before the first update)."""
         drawn = [d for batch in window for d in batch]
         advantages = self._advantages(drawn)
         parts = [
             window_batch(d, adv.to(self.root_device), self.filter_zero_variance, self.mask_truncated)
             for d, adv in zip(drawn, advantages, strict=True)
         ]
+        steps = mini_batches(parts, self.mini_batches)
+        pieces = [piece for step in steps for piece in step]
         counts = self.reduce(
-            torch.tensor([part.counts for part in parts], device=self.root_device), reduce_op="sum"
-        )  # [P, 2] over all ranks
-        divisors = batch_divisors(self.loss_type, counts.cpu(), [len(batch) for batch in window], self.max_new_tokens)
-        plans = self.plan([part.rows for part in parts])
-        for part, divisor, plan in zip(parts, divisors, plans, strict=True):
-            part.plan = plan
-            part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
-            if self.num_iterations > 1:
-                part.old = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=False)
+            torch.tensor([piece.counts for piece in pieces], device=self.root_device), reduce_op="sum"
+        )  # [S * P, 2] over all ranks
+        sizes = [len(batch) for batch in window]
+        set_divisors(steps, counts.cpu(), self.loss_type, sizes, self.max_new_tokens, self.world_size)
+        stale = self.num_iterations > 1 or self.mini_batches > 1  # some step trains after an update
+        for piece, plan in zip(pieces, self.plan([piece.rows for piece in pieces]), strict=True):
+            piece.plan = plan
+            if stale:
+                piece.old = no_grad_log_probs(self.lightning_module, piece.rollout, plan, reference=False)
             if self.beta > 0:
-                part.ref = no_grad_log_probs(self.lightning_module, part.rollout, part.plan, reference=True)
-        self.guidance.prepare(self, parts)
-        return parts
+                piece.ref = no_grad_log_probs(self.lightning_module, piece.rollout, plan, reference=True)
+        return steps
 
     def _advantages(self, drawn: list[ScoredRollout]) -> list[Tensor]:
         """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the
@@ -307,7 +340,14 @@ class GRPOMixin(ManualStep):
         m = part.mask[rows].to(logps.device)
         old_logps = logps.detach() if part.old is None else part.old[rows]
         per_token, clipped = F.per_token_loss(
-            logps, old_logps, part.advantages[rows], m, self.loss_type, self.epsilon, self.epsilon_high
+            logps,
+            old_logps,
+            part.advantages[rows],
+            m,
+            self.loss_type,
+            self.epsilon,
+            self.epsilon_high,
+            self.clip_ratio_c,
         )
         per_token, extra = self.guidance.adjust(self, part, rows, out, per_token, means)
         if part.ref is not None:

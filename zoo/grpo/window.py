@@ -129,8 +129,8 @@ def batch_divisors(loss_type: str, counts: Tensor, sizes: list[int], max_new_tok
 @torch.no_grad()
 def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> Tensor | None:
     """Log-probs ``[N, L]`` of the rows of ``plan`` under the policy (the old log-probs of
-    ``num_iterations > 1``) or its frozen reference (``reference``), in the log-probs' own dtype;
-    rows outside the plan are 0."""
+    ``num_iterations`` or ``mini_batches > 1``) or its frozen reference (``reference``), in the
+    log-probs' own dtype; rows outside the plan are 0."""
     out = None
     for chunk, _ in plan:
         logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
