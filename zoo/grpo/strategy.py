@@ -55,7 +55,9 @@ class GRPOMixin(ManualStep):
             `zoo.grpo.functional.Loss` subclass). Every count is over all ranks and (except
             ``bnpo``'s) over the accumulation window.
         scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the
-            accumulation window), or ``none``.
+            accumulation window), ``none``, or ``gpg``: no std, GPG's ``alpha = B / (B - M)``
+            (B groups, M of them with equal rewards, both counted over all ranks and the
+            accumulation window; at most 20).
         epsilon: Clip range below 1 of the importance ratio.
         epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
         beta: KL coefficient against the frozen initial policy; 0 loads no reference model.
@@ -290,15 +292,19 @@ class GRPOMixin(ManualStep):
         return parts
 
     def _advantages(self, drawn: list[ScoredRollout]) -> list[Tensor]:
-        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the
-        window's batches on every rank."""
+        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std (``gpg`` the alpha)
+        over the groups of the window's batches on every rank."""
         totals = [d.totals for d in drawn]
-        if self.scale_rewards != "batch":
+        if self.scale_rewards not in F.GLOBAL_SCALES:
             return window_advantages(totals, self.scale_rewards)
         mine = torch.cat([torch.cat([d.totals, d.members[:, None].to(d.totals)], dim=1) for d in drawn])  # [R, G+1]
         everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*R, G+1]
         return window_advantages(
-            totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine), members=everyone[:, -1].bool()
+            totals,
+            self.scale_rewards,
+            everyone[:, :-1],
+            offset=self.global_rank * len(mine),
+            members=everyone[:, -1].bool(),
         )
 
     def _loss(self, out: dict, part: WindowBatch, rows: Tensor, means: MetricMeans | None) -> Tensor:
