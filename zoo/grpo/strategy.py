@@ -100,6 +100,10 @@ class GRPOMixin(ManualStep):
         eval_pass_k: k values of the unbiased pass@k estimate (``val/pass@<k>``,
             ``val/<task>/pass@<k>``), each in ``[1, n]``; a sample is correct when its ``accuracy``
             reward part is 1. None reports pass@1 and pass@n.
+        eval_maj_k: k values of maj@k (``val/maj@<k>``, ``val/<task>/maj@<k>``), each in ``[1,
+            n]``: the ``accuracy`` of the answer most of the first k samples state (ballots: the
+            task's canonical parsed answer, so ``90`` and ``90 degrees`` are one vote; a tie goes to
+            the answer stated first). None reports none.
         **kwargs: Arguments of the Lightning strategy.
     """
 
@@ -130,6 +134,7 @@ class GRPOMixin(ManualStep):
         eval_top_p: float = 1.0,
         eval_seed: int = 0,
         eval_pass_k: list[int] | None = None,
+        eval_maj_k: list[int] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -187,7 +192,7 @@ class GRPOMixin(ManualStep):
         self.max_grad_norm = max_grad_norm
         self._window: list[list[ScoredRollout]] = []  # scored batches (with refill rounds) of the accumulation window
         self.evaluation = Evaluation(
-            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
+            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens, eval_maj_k
         )
         self.guidance = guidance or Guidance()
         self.guidance.attach(self)
