@@ -32,9 +32,10 @@ class ACRE(SelfReward):
     a guess that depends on where the right option is listed is not paid.
 
     Where zoo differs from the paper: ACRE re-asks the shuffled question after the model's own
-    reasoning and checks the two answers of one rollout; zoo asks the two versions as independent
-    prompts of the same batch (one generation pass) and checks each completion against the other
-    asking's majority, as `tasks.CoReward` does. Logged beside the true parts: ``consistent`` (share
+    reasoning, checks the two answers of one rollout and grades the other cases with lower rewards;
+    zoo asks the two versions as independent prompts of the same batch (one generation pass), checks
+    each completion against the other asking's majority, as `tasks.CoReward` does, and pays no
+    accuracy otherwise. Logged beside the true parts: ``consistent`` (share
     of the group's completions choosing the other asking's majority option) and ``abstained`` (the
     other asking elected no option: nothing valid, or a tie).
     """
