@@ -88,8 +88,9 @@ class GRPOMixin(ManualStep):
             ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
         guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY``
-            (a demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy
-            collapses).
+            (a demonstration joins each group), ``zoo.hybrid.CHORD`` (a scheduled SFT term on
+            demonstrations kept out of the groups), ``zoo.hybrid.Entropulse`` (SFT phases when
+            entropy collapses); or ``zoo.grpo.CARE`` (GRPO-CARE's consistency bonus).
         eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and
             the validations during ``fit``); each is one row of the predictions file.
         eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0
