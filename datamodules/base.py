@@ -176,6 +176,11 @@ class PretextDataModule(LightningDataModule):
                 out[b] = rewards
         return out
 
+    def canonical_answer(self, example: Example, completion: str):
+        """The answer ``completion`` states as the task of ``example`` reads it (the ballot of
+        ``maj@k``: `tasks.Task.canonical_answer`); None when it states no valid one."""
+        return self._task_of(example).canonical_answer(example, completion)
+
     def demonstration(self, example: Example) -> str:
         """What an expert writes for ``example`` (the SFT target): its task's
         `tasks.Task.demonstration`."""

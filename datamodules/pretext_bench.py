@@ -98,6 +98,10 @@ class PretextBench(LightningDataModule):
         manifest."""
         return self._tasks[example.task].verify(example, completion)
 
+    def canonical_answer(self, example: Example, completion: str):
+        """The ballot of ``maj@k``: the answer as the set's task reads it (None: no valid one)."""
+        return self._tasks[example.task].canonical_answer(example, completion)
+
     def setup(self, stage: str) -> None:
         module = self.trainer.lightning_module if self.trainer is not None else None
         takes = getattr(module, "content_kinds", None)

@@ -109,27 +109,55 @@ class MultipleChoice(Task):
         media = self.media(item)
         if self.shuffle_choices:
             rng.shuffle(choices)
-        if self.labels == "letters":
-            listing = answers.choice_prompt(choices)
-        else:
-            listing = f"Options: {choices}. Answer with the text of one option, exactly as written."
-        question = f"{item.question.strip()}\n{listing}"
+        question = f"{item.question.strip()}\n{self.listing(choices)}"
         return Example(self.user_message(media, question), answer, self.name, {"choices": choices})
+
+    def listing(self, choices: list[str]) -> str:
+        """How the options are shown after the question."""
+        if self.labels == "letters":
+            return answers.choice_prompt(choices)
+        return f"Options: {choices}. Answer with the text of one option, exactly as written."
+
+    def reask(self, example: Example, rng: random.Random) -> Example:
+        """The same question with its options in another order (drawn from ``rng``): the second
+        asking of `tasks.ACRE`. The answer (an option's text) is unchanged; its letter moves."""
+        choices = list(example.meta["choices"])
+        order = choices
+        while order == choices:  # >= 2 distinct options: another order always exists
+            order = rng.sample(choices, len(choices))
+        old, new = self.listing(choices), self.listing(order)
+        messages = [
+            {**m, "content": [_relisted(part, old, new) for part in m["content"]]}
+            if isinstance(m["content"], list)
+            else m
+            for m in example.messages
+        ]
+        return replace(example, messages=messages, meta={**example.meta, "choices": order})
 
     def answer_text(self, example: Example) -> str:
         if self.labels == "letters":
             return answers.letter(example.meta["choices"].index(example.answer))
         return example.answer
 
-    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+    def parse_answer(self, example: Example, answer: str) -> str | None:
+        """The text of the option chosen (by letter or by text), None when it is no option: the
+        same ballot for the same option whatever its letter in an asking."""
         choices = example.meta["choices"]
-        if self.labels == "letters":
-            chosen = answers.parse_letter(answer, choices, self.strict_letters)
-        else:
-            chosen = answer
-        if chosen not in choices:
+        chosen = answers.parse_letter(answer, choices, self.strict_letters) if self.labels == "letters" else answer
+        return chosen if chosen in choices else None
+
+    def score(self, example: Example, answer: str) -> dict[str, float] | None:
+        chosen = self.parse_answer(example, answer)
+        if chosen is None:
             return None
         return {"accuracy": float(chosen == example.answer)}
+
+
+def _relisted(part: dict, old: str, new: str) -> dict:
+    """A content part with its option listing ``old`` replaced by ``new`` (text parts only)."""
+    if part.get("type") != "text" or old not in part["text"]:
+        return part
+    return {**part, "text": part["text"].replace(old, new)}
 
 
 def _name(item: Any) -> str:

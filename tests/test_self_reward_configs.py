@@ -53,6 +53,23 @@ def test_a_self_reward_config_trains_and_logs_the_truth_beside_it(config, task, 
     assert f"val/{task}/accuracy" in metrics and "val/reward/agreement" not in str(sorted(metrics))
 
 
+def test_the_acre_config_pays_consistency_and_reports_maj_at_k(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trainer = fit(
+        "consistency_acre.yaml",
+        "--trainer.strategy.init_args.eval_maj_k",
+        "[2]",
+        "--trainer.strategy.init_args.eval_num_generations",
+        "2",
+    )
+    metrics = trainer.callback_metrics
+    assert trainer.global_step == 2 and torch.isfinite(metrics["train/grpo/loss"])
+    for part in ("agreement", "accuracy", "consistent", "abstained"):
+        assert f"train/reward/mcq/{part}" in metrics, sorted(metrics)
+    assert "val/maj@2" in metrics and "val/mcq/maj@2" in metrics and "val/pass@2" in metrics
+    assert trainer.strategy.scale_rewards == "gpg"
+
+
 def test_the_difficulty_config_weights_the_second_epoch(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     trainer = fit(

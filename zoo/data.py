@@ -35,6 +35,14 @@ class Demonstrates(Protocol):
 
 
 @runtime_checkable
+class Ballots(Protocol):
+    """Reads the answer a completion states in a canonical form (`tasks.Task.canonical_answer`):
+    the ballots of majority voting at evaluation (``maj@k``)."""
+
+    def canonical_answer(self, example: Any, completion: str) -> Any: ...
+
+
+@runtime_checkable
 class Refills(Protocol):
     """Draws more prompts for a batch, as a pure function of the batch key and the round (dynamic
     sampling)."""
@@ -97,6 +105,12 @@ DEMONSTRATIONS = Need(
     "training on demonstrations needs a data module with "
     "demonstration(example), e.g. datamodules.PretextDataModule or "
     "datamodules.ConversationDataModule",
+)
+#: Majority voting at evaluation (``eval_maj_k``).
+BALLOTS = Need(
+    (Ballots,),
+    "eval_maj_k (majority voting) needs a data module with canonical_answer(example, completion), "
+    "e.g. datamodules.PretextDataModule",
 )
 #: GRPO's dynamic sampling.
 REFILLS = Need(

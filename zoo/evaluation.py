@@ -1,6 +1,7 @@
-"""Held-out evaluation scores: per-example accuracy, reward and unbiased pass@k (Chen et al. 2021,
-"Evaluating Large Language Models Trained on Code"), and a torchmetrics metric that averages them
-per task over every rank.
+"""Held-out evaluation scores: per-example accuracy, reward, unbiased pass@k (Chen et al. 2021,
+"Evaluating Large Language Models Trained on Code") and majority-vote maj@k (the self-consistency
+score GUI-RC and Video-RTS report), and a torchmetrics metric that averages them per task over every
+rank.
 
 A completion is *correct* when its reward's ``accuracy`` part is 1 (full credit): for graded tasks
 (fraction in place, IoU, relative count error) partial credit counts towards ``accuracy`` but never
@@ -10,11 +11,14 @@ towards pass@k.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Hashable
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from zoo import data
 from zoo.data import verify
 
 
@@ -38,9 +42,37 @@ def pass_at_k(correct: Tensor, n: int, k: int) -> Tensor:
     return torch.tensor([1.0 - math.comb(n - int(c), k) / total for c in correct], dtype=torch.float64)  # [B]
 
 
-def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] | None) -> list[int]:
+def majority_at_k(ballots: list[Hashable | None], accuracy: Tensor, n: int, k: int) -> Tensor:
+    """maj@k per example: the ``accuracy`` of the answer most of the first ``k`` of its ``n``
+    samples state, 0 when none states a valid one.
+
+    Args:
+        ballots: Each sample's answer in canonical form (`tasks.Task.canonical_answer`; None: no
+            valid answer, no vote), ``B * n``, rows of one example contiguous.
+        accuracy: The ``accuracy`` reward part of each sample, ``[B * n]``.
+        n: Samples per example.
+        k: Samples that vote, ``1 <= k <= n``: the first k (the samples are independent, so any k
+            are alike in expectation). A tie goes to the answer stated first.
+    """
+    if not 1 <= k <= n:
+        raise ValueError(f"maj@k needs 1 <= k <= n, got k={k}, n={n}")
+    out = []
+    for start in range(0, len(ballots), n):
+        votes = [b for b in ballots[start : start + k] if b is not None]
+        if not votes:
+            out.append(0.0)
+            continue
+        winner = Counter(votes).most_common(1)[0][0]  # equal counts keep first-seen order
+        out.append(float(accuracy[start + ballots[start : start + k].index(winner)]))
+    return torch.tensor(out, dtype=torch.float64)  # [B]
+
+
+def check_eval_settings(
+    n: int, temperature: float, top_p: float, ks: list[int] | None, maj_ks: list[int] | None = None
+) -> list[int]:
     """The sorted pass@k values of an evaluation with ``n`` samples per example at ``temperature``
-    (None gives 1 and n); a ValueError naming the strategy setting when a value is out of range."""
+    (None gives 1 and n); a ValueError naming the strategy setting when a value is out of range
+    (``maj_ks``, the maj@k values, too)."""
     ks = sorted({1, n}) if ks is None else sorted(set(ks))
     problems = [
         (n >= 1, f"eval_num_generations must be >= 1, got {n}"),
@@ -52,6 +84,10 @@ def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] 
         ),
         (0 < top_p <= 1, f"eval_top_p must be in (0, 1], got {top_p}"),
         (all(1 <= k <= n for k in ks), f"eval_pass_k values must be in [1, eval_num_generations={n}], got {ks}"),
+        (
+            all(1 <= k <= n for k in maj_ks or []),
+            f"eval_maj_k values must be in [1, eval_num_generations={n}], got {maj_ks}",
+        ),
     ]
     for ok, message in problems:
         if not ok:
@@ -59,15 +95,18 @@ def check_eval_settings(n: int, temperature: float, top_p: float, ks: list[int] 
     return ks
 
 
-def example_scores(rewards: list, num_generations: int, ks: list[int]) -> dict[str, Tensor]:
-    """``accuracy`` and ``reward`` (means over each example's samples) and ``pass@<k>`` for each k,
-    all ``[B]``, from the ``B * num_generations`` rewards of a rollout (rows of one example
-    contiguous)."""
+def example_scores(
+    rewards: list, num_generations: int, ks: list[int], ballots: list | None = None, maj_ks: list[int] = ()
+) -> dict[str, Tensor]:
+    """``accuracy`` and ``reward`` (means over each example's samples), ``pass@<k>`` for each k and
+    ``maj@<k>`` for each of ``maj_ks`` (from the samples' ``ballots``), all ``[B]``, from the ``B *
+    num_generations`` rewards of a rollout (rows of one example contiguous)."""
     accuracy = torch.tensor([r.parts.get("accuracy", 0.0) for r in rewards], dtype=torch.float64)  # [N]
     total = torch.tensor([r.total for r in rewards], dtype=torch.float64)  # [N]
     correct = torch.tensor([is_correct(r) for r in rewards]).view(-1, num_generations).sum(1)  # [B]
     scores = {"accuracy": accuracy.view(-1, num_generations).mean(1), "reward": total.view(-1, num_generations).mean(1)}
-    return scores | {f"pass@{k}": pass_at_k(correct, num_generations, k) for k in ks}
+    scores |= {f"pass@{k}": pass_at_k(correct, num_generations, k) for k in ks}
+    return scores | {f"maj@{k}": majority_at_k(ballots, accuracy, num_generations, k) for k in maj_ks}
 
 
 class TaskMeans(Metric):
@@ -129,6 +168,8 @@ class Evaluation:
         seed: Fixed seed of sampled evaluation (independent of the run's seed and step).
         pass_k: k values of pass@k, each in ``[1, n]``; None reports pass@1 and pass@n.
         max_new_tokens: Completion length limit.
+        maj_k: k values of maj@k (`majority_at_k`), each in ``[1, n]``; None reports none. The
+            ballots are the data module's ``canonical_answer`` of each sample.
     """
 
     def __init__(
@@ -139,8 +180,10 @@ class Evaluation:
         seed: int,
         pass_k: list[int] | None,
         max_new_tokens: int,
+        maj_k: list[int] | None = None,
     ):
-        self.pass_k = check_eval_settings(num_generations, temperature, top_p, pass_k)
+        self.pass_k = check_eval_settings(num_generations, temperature, top_p, pass_k, maj_k)
+        self.maj_k = sorted(set(maj_k or []))
         self.num_generations = num_generations
         self.temperature = temperature
         self.top_p = top_p
@@ -150,7 +193,7 @@ class Evaluation:
     @property
     def score_names(self) -> list[str]:
         """Per-example scores each evaluation step returns (`example_scores`)."""
-        return ["accuracy", "reward", *(f"pass@{k}" for k in self.pass_k)]
+        return ["accuracy", "reward", *(f"pass@{k}" for k in self.pass_k), *(f"maj@{k}" for k in self.maj_k)]
 
     @property
     def settings(self) -> dict:
@@ -162,6 +205,7 @@ class Evaluation:
             "eval_top_p": self.top_p,
             "eval_seed": self.seed,
             "eval_pass_k": self.pass_k,
+            "eval_maj_k": self.maj_k,
             "max_new_tokens": self.max_new_tokens,
         }
 
@@ -180,5 +224,11 @@ class Evaluation:
                 top_p=self.top_p,
                 seed=self.seed,
             )
-        rewards = verify(module.trainer.datamodule, rollout)
-        return {"rollout": rollout, "rewards": rewards, "scores": example_scores(rewards, n, self.pass_k)}
+        datamodule = module.trainer.datamodule
+        rewards = verify(datamodule, rollout)
+        ballots = None
+        if self.maj_k:
+            data.check_data(datamodule, [data.BALLOTS])
+            ballots = [datamodule.canonical_answer(rollout.example(i), t) for i, t in enumerate(rollout.completions)]
+        scores = example_scores(rewards, n, self.pass_k, ballots, self.maj_k)
+        return {"rollout": rollout, "rewards": rewards, "scores": scores}

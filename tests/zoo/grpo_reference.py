@@ -390,13 +390,19 @@ def group_rewards(ex: Example, s: dict) -> list[float]:
 def advantages(window: list[list[Example]], s: dict) -> dict[tuple[int, int], float]:
     """Advantage of every (prompt index, g) of the window's groups."""
     out = {}
-    everyone = [r for batch in window for ex in batch for r in group_rewards(ex, s)]
+    groups = [group_rewards(ex, s) for batch in window for ex in batch]
+    everyone = [r for rewards in groups for r in rewards]
+    equal = sum(len(set(rewards)) == 1 for rewards in groups)
+    gpg = 1 / max(1 - equal / len(groups), 0.05)  # GPG: B / (B - M), M groups of equal rewards, floor 0.05
     for ex in (ex for batch in window for ex in batch):
         rewards = group_rewards(ex, s)
         mean = statistics.fmean(rewards)
-        scale = {"group": statistics.stdev(rewards) + 1e-4, "batch": statistics.stdev(everyone) + 1e-4, "none": 1.0}[
-            s["scale_rewards"]
-        ]
+        scale = {
+            "group": statistics.stdev(rewards) + 1e-4,
+            "batch": statistics.stdev(everyone) + 1e-4,
+            "none": 1.0,
+            "gpg": 1 / gpg,
+        }[s["scale_rewards"]]
         out.update({(ex.meta["index"], g): (r - mean) / scale for g, r in enumerate(rewards)})
     return out
 
@@ -589,6 +595,7 @@ RANK_CASES = {
 }
 RANK_CASES |= {
     "batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
+    "gpg-advantage": dict(scale_rewards="gpg", loss_type="gpg"),
     "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True),
     "srft": dict(guidance=("srft", {}), filter_zero_variance=True, micro_batch_size=3, beta=0.2),
 }

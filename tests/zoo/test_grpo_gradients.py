@@ -64,6 +64,7 @@ OPTIONS = {  # name: (settings, what the strategy would use if it ignored or inv
     "max_new_tokens": (dict(max_new_tokens=3, loss_type="dr_grpo"), dict(max_new_tokens=4)),
     "scale_rewards=batch": (dict(scale_rewards="batch"), dict(scale_rewards="group")),
     "scale_rewards=none": (dict(scale_rewards="none"), dict(scale_rewards="group")),
+    "scale_rewards=gpg": (dict(scale_rewards="gpg", loss_type="gpg"), dict(scale_rewards="none")),
     "epsilon": (ITERATE, dict(epsilon=0.2)),
     "epsilon_high": (ITERATE | dict(epsilon_high=0.3), dict(epsilon_high=None)),
     "beta": (KL, dict(beta=0.0)),

@@ -15,7 +15,11 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-SCALES = ("group", "batch", "none")
+SCALES = ("group", "batch", "none", "gpg")
+#: Scalings that read the rewards of the whole window on every rank, not one group alone.
+GLOBAL_SCALES = ("batch", "gpg")
+#: GPG caps its correction at 1 / 0.05 (``max(1 - M / B, 0.05)`` in its trainer).
+GPG_FLOOR = 0.05
 KL_ESTIMATORS = ("k1", "k2", "k3")
 SCHEDULES = ("constant", "linear", "cosine")
 
@@ -93,7 +97,8 @@ def group_advantages(rewards: Tensor, scale: str = "group", eps: float = 1e-4) -
     Args:
         rewards: One scalar reward per completion, ``[B, G]``.
         scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of all rewards
-            given, ``"none"`` only centres (Dr. GRPO).
+            given, ``"none"`` only centres (Dr. GRPO), ``"gpg"`` centres and multiplies by
+            `gpg_alpha` of the groups given (GPG).
         eps: Keeps a group whose rewards are all equal at zero advantage instead of NaN.
     """
     if scale not in SCALES:
@@ -103,7 +108,18 @@ def group_advantages(rewards: Tensor, scale: str = "group", eps: float = 1e-4) -
         return centred / (rewards.std(dim=1, keepdim=True) + eps)
     if scale == "batch":
         return centred / (rewards.std() + eps)
+    if scale == "gpg":
+        return centred * gpg_alpha(rewards)
     return centred
+
+
+def gpg_alpha(rewards: Tensor) -> float:
+    """GPG's gradient correction ``alpha = B / (B - M)`` for ``[B, G]`` rewards, M the groups whose
+    rewards are all equal (they add zero gradient, so the rest are scaled up to the gradient of B
+    groups); at most ``1 / GPG_FLOOR`` (GPG divides the loss by ``max(1 - M / B, 0.05)``)."""
+    b = len(rewards)
+    m = int(zero_std_groups(rewards).sum())
+    return 1.0 / max(1.0 - m / max(b, 1), GPG_FLOOR)
 
 
 def zero_std_groups(rewards: Tensor) -> Tensor:

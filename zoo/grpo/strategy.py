@@ -55,7 +55,9 @@ class GRPOMixin(ManualStep):
             `zoo.grpo.functional.Loss` subclass). Every count is over all ranks and (except
             ``bnpo``'s) over the accumulation window.
         scale_rewards: Advantage scaling: ``group`` std, ``batch`` std (over all ranks and the
-            accumulation window), or ``none``.
+            accumulation window), ``none``, or ``gpg``: no std, GPG's ``alpha = B / (B - M)``
+            (B groups, M of them with equal rewards, both counted over all ranks and the
+            accumulation window; at most 20).
         epsilon: Clip range below 1 of the importance ratio.
         epsilon_high: Clip range above 1 (DAPO clip-higher); None uses ``epsilon``.
         clip_ratio_c: Dual-clip PPO (verl's and EasyR1's ``clip_ratio_c``, 3.0 there): for a
@@ -99,8 +101,9 @@ class GRPOMixin(ManualStep):
             ``max_new_tokens``).
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
         guidance: A supervised+RL hybrid (`zoo.hybrid`): ``zoo.hybrid.SRFT``, ``zoo.hybrid.LUFFY``
-            (a demonstration joins each group), ``zoo.hybrid.Entropulse`` (SFT phases when entropy
-            collapses).
+            (a demonstration joins each group), ``zoo.hybrid.CHORD`` (a scheduled SFT term on
+            demonstrations kept out of the groups), ``zoo.hybrid.Entropulse`` (SFT phases when
+            entropy collapses); or ``zoo.grpo.CARE`` (GRPO-CARE's consistency bonus).
         eval_num_generations: n, completions per held-out example in ``validate`` / ``test`` (and
             the validations during ``fit``); each is one row of the predictions file.
         eval_temperature: 0 decodes greedily (then n must be 1: greedy samples are identical); > 0
@@ -111,6 +114,10 @@ class GRPOMixin(ManualStep):
         eval_pass_k: k values of the unbiased pass@k estimate (``val/pass@<k>``,
             ``val/<task>/pass@<k>``), each in ``[1, n]``; a sample is correct when its ``accuracy``
             reward part is 1. None reports pass@1 and pass@n.
+        eval_maj_k: k values of maj@k (``val/maj@<k>``, ``val/<task>/maj@<k>``), each in ``[1,
+            n]``: the ``accuracy`` of the answer most of the first k samples state (ballots: the
+            task's canonical parsed answer, so ``90`` and ``90 degrees`` are one vote; a tie goes to
+            the answer stated first). None reports none.
         **kwargs: Arguments of the Lightning strategy.
     """
 
@@ -143,6 +150,7 @@ class GRPOMixin(ManualStep):
         eval_top_p: float = 1.0,
         eval_seed: int = 0,
         eval_pass_k: list[int] | None = None,
+        eval_maj_k: list[int] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -205,7 +213,7 @@ class GRPOMixin(ManualStep):
         self.max_grad_norm = max_grad_norm
         self._window: list[list[ScoredRollout]] = []  # scored batches (with refill rounds) of the accumulation window
         self.evaluation = Evaluation(
-            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
+            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens, eval_maj_k
         )
         self.guidance = guidance or Guidance()
         self.guidance.attach(self)
@@ -323,15 +331,19 @@ class GRPOMixin(ManualStep):
         return steps
 
     def _advantages(self, drawn: list[ScoredRollout]) -> list[Tensor]:
-        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std over the groups of the
-        window's batches on every rank."""
+        """``[N]`` advantages of each rollout; ``batch`` scaling uses the std (``gpg`` the alpha)
+        over the groups of the window's batches on every rank."""
         totals = [d.totals for d in drawn]
-        if self.scale_rewards != "batch":
+        if self.scale_rewards not in F.GLOBAL_SCALES:
             return window_advantages(totals, self.scale_rewards)
         mine = torch.cat([torch.cat([d.totals, d.members[:, None].to(d.totals)], dim=1) for d in drawn])  # [R, G+1]
         everyone = self.all_gather(mine.to(self.root_device)).reshape(-1, mine.shape[1]).cpu()  # [W*R, G+1]
         return window_advantages(
-            totals, "batch", everyone[:, :-1], offset=self.global_rank * len(mine), members=everyone[:, -1].bool()
+            totals,
+            self.scale_rewards,
+            everyone[:, :-1],
+            offset=self.global_rank * len(mine),
+            members=everyone[:, -1].bool(),
         )
 
     def _loss(self, out: dict, part: WindowBatch, rows: Tensor, means: MetricMeans | None) -> Tensor:

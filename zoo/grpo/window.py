@@ -101,17 +101,18 @@ def window_advantages(
     Args:
         totals: Rewards of each rollout of this rank.
         scale: ``scale_rewards``.
-        everyone: For ``batch`` scaling, the rewards of every rollout of every rank, ``[W * sum(B),
-            G]``: the std is taken over those of ``members``.
+        everyone: For ``batch`` and ``gpg`` scaling, the rewards of every rollout of every rank,
+            ``[W * sum(B), G]``: the std (``batch``) or GPG's alpha (``gpg``) is taken over those of
+            ``members``.
         offset: Where this rank's rows start in ``everyone``.
         members: Groups of ``everyone`` in the training batch ``[W * sum(B)]`` bool (None: all); the
             others (left out by dynamic sampling) get advantage 0.
     """
-    if scale != "batch":
+    if scale not in F.GLOBAL_SCALES:
         return [F.group_advantages(t, scale).flatten() for t in totals]
     members = torch.ones(len(everyone), dtype=torch.bool) if members is None else members
     advantages = torch.zeros_like(everyone)  # [W * sum(B), G]
-    advantages[members] = F.group_advantages(everyone[members], "batch")
+    advantages[members] = F.group_advantages(everyone[members], scale)
     mine = advantages[offset : offset + sum(len(t) for t in totals)]  # [sum(B), G]
     return [a.flatten() for a in torch.split(mine, [len(t) for t in totals])]
 

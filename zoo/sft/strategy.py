@@ -55,6 +55,7 @@ class SFTMixin(ManualStep):
         eval_top_p: Nucleus threshold of sampled evaluation.
         eval_seed: Fixed seed of sampled evaluation.
         eval_pass_k: k values of the pass@k estimate; None reports pass@1 and pass@n.
+        eval_maj_k: k values of majority-vote maj@k (see `zoo.grpo.GRPOMixin`); None reports none.
         **kwargs: Arguments of the Lightning strategy.
     """
 
@@ -70,6 +71,7 @@ class SFTMixin(ManualStep):
         eval_top_p: float = 1.0,
         eval_seed: int = 0,
         eval_pass_k: list[int] | None = None,
+        eval_maj_k: list[int] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,7 +90,7 @@ class SFTMixin(ManualStep):
         self.max_new_tokens = max_new_tokens
         self._window_count = 0.0  # tokens (or demonstrations) in the gradients accumulated so far
         self.evaluation = Evaluation(
-            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens
+            eval_num_generations, eval_temperature, eval_top_p, eval_seed, eval_pass_k, max_new_tokens, eval_maj_k
         )
 
     def data_needs(self) -> list[data.Need]:
