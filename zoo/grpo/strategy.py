@@ -32,7 +32,7 @@ from zoo.grpo.window import (
     window_batch,
 )
 from zoo.metrics import MetricMeans
-from zoo.training import ManualStep
+from zoo.training import ManualStep, check_micro_batching
 
 
 class GRPOMixin(ManualStep):
@@ -80,6 +80,11 @@ class GRPOMixin(ManualStep):
             0 disables.
         micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None
             does all at once.
+        max_tokens_per_micro_batch: Token budget of a forward/backward pass: the kept rows are
+            packed by their real lengths (prompt + completion, padding trimmed), longest first, so
+            that rows x (longest prompt + longest completion) of each pass stays within it (a longer
+            row runs alone); with ``micro_batch_size`` both bounds hold. Same update; None counts
+            rows only.
         entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0
             disables). It is added per token and aggregated like the policy loss, so each loss
             type's normaliser divides it too (for ``dr_grpo`` it is the entropy sum over rows *
@@ -120,6 +125,7 @@ class GRPOMixin(ManualStep):
         filter_zero_variance: bool = False,
         refill_rounds: int = 0,
         micro_batch_size: int | None = None,
+        max_tokens_per_micro_batch: int | None = None,
         entropy_coef: float = 0.0,
         max_grad_norm: float | None = 1.0,
         guidance: Guidance | None = None,
@@ -155,8 +161,7 @@ class GRPOMixin(ManualStep):
                 f"loss_type {loss_type!r} has no importance ratio, so num_iterations > 1 would train "
                 "on stale samples as if they were on-policy; use num_iterations 1 or a clipped loss type"
             )
-        if micro_batch_size is not None and micro_batch_size < 1:
-            raise ValueError("micro_batch_size must be >= 1 or None")
+        check_micro_batching(micro_batch_size, max_tokens_per_micro_batch)
         if refill_rounds < 0:
             raise ValueError(f"refill_rounds must be >= 0, got {refill_rounds}")
         if refill_rounds and guidance:
@@ -180,6 +185,7 @@ class GRPOMixin(ManualStep):
         self.mask_truncated = mask_truncated
         self.filter_zero_variance = filter_zero_variance
         self.micro_batch_size = micro_batch_size
+        self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
         self.refill_rounds = refill_rounds
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
@@ -278,7 +284,7 @@ class GRPOMixin(ManualStep):
             torch.tensor([part.counts for part in parts], device=self.root_device), reduce_op="sum"
         )  # [P, 2] over all ranks
         divisors = batch_divisors(self.loss_type, counts.cpu(), [len(batch) for batch in window], self.max_new_tokens)
-        plans = self.plan([part.rows for part in parts])
+        plans = self.plan([part.rows for part in parts], [part.rollout for part in parts])
         for part, divisor, plan in zip(parts, divisors, plans, strict=True):
             part.plan = plan
             part.divisor = divisor / self.world_size  # gradients are averaged over the ranks
