@@ -17,23 +17,24 @@ MIB = 2**20
 
 
 def test_each_part_is_its_formula():
-    w = P.Widths(
-        params=1000, trainable=600, hidden=8, mlp=16, layers=2, kv=4, vocab=10, vision_hidden=4, vision_layers=3
-    )
+    w = P.Widths(1000, 600, hidden=8, mlp=16, layers=2, kv=4, vocab=10, heads=2, vision_hidden=4, vision_layers=3)
     run = P.Run(prompts=2, generations=3, new_tokens=5, prompt_tokens=7, media_tokens=6, micro_batch=4)
     parts = P.estimate(w, run)
     assert parts["weights"] == 4000 and parts["gradients"] == 2400 and parts["optimizer state"] == 4800
-    # 4 rows x 12 tokens x 4 bytes x (16 x 8 + 3 x 16) elements x 2 layers
-    assert parts["activations"] == 4 * 12 * 4 * 176 * 2
-    assert parts["log-prob buffers"] == pytest.approx(5.7 * 4 * 5 * 10 * 4)
-    assert parts["media encoder"] == 2 * 6 * 3 * 4 * 4 * 16
+    # 4 rows x 12 tokens x 4 bytes x (per token and layer: 8 H + 3 MLP + 3 x 2 heads x 12) x 2
+    assert (P.HIDDEN_ACTIVATIONS, P.MLP_ACTIVATIONS, P.ATTENTION_COPIES) == (8, 3, 3)
+    assert parts["activations"] == 4 * 12 * 4 * (64 + 48 + 72) * 2
+    # float32 logits of 4 rows x (5 + 1) positions x V 10, 2 copies
+    assert parts["log-prob buffers"] == pytest.approx(2.0 * 4 * 6 * 10 * 4)
+    assert parts["media encoder"] == 2 * 6 * 3 * 4 * 4 * P.HIDDEN_ACTIVATIONS
     assert parts["sampling KV cache"] == 2 * 2 * 4 * 4 * 6 * 12
-    training = sum(parts[k] for k in ("gradients", "activations", "log-prob buffers", "media encoder"))
-    assert parts["peak"] == pytest.approx(4000 + 4800 + P.RUNTIME_MIB * MIB + training)
+    assert parts["optimizer step"] == 0.5 * 2400
+    training = parts["activations"] + parts["log-prob buffers"] + parts["media encoder"]
+    assert parts["peak"] == pytest.approx(4000 + 4800 + 2400 + training)
     # FSDP2 over 4 devices shards the states, a KL reference without LoRA doubles the weights,
-    # a chunked log-prob path holds one chunk
-    sharded = P.estimate(w, P.Run(2, 3, 5, 7, shards=4, reference=True, score_chunk_tokens=8))
-    assert sharded["weights"] == sharded["reference copy"] == 1000 and sharded["gradients"] == 600
+    # a chunked log-prob path holds one chunk, bfloat16 holds 5.7 copies (issue #33)
+    sharded = P.estimate(w, P.Run(2, 3, 5, 7, shards=4, reference=True, score_chunk_tokens=8, dtype_bytes=2))
+    assert sharded["weights"] == sharded["reference copy"] == 500 and sharded["gradients"] == 300
     assert sharded["log-prob buffers"] == pytest.approx(5.7 * 8 * 10 * 4)
 
 
@@ -53,6 +54,7 @@ def estimated_mib(record: dict) -> float:
     """`zoo plan`'s peak for a recorded setting: its config read as `zoo plan` reads it (the wide
     models' configs rebuilt offline; they share the tiny processor, so the prompts are the same)."""
     args = list(record["args"])
+    args[args.index("--config") + 1] = str(plan_measure.QUICKSTART)  # recorded in another checkout
     args[args.index("--model.init_args.pretrained") + 1] = "tiny:qwen2_5_vl"
     config = parse_config(args)
     hf, processor = plan_measure.wide_config(record["width"]) if record["width"] else families()["qwen2_5_vl"].make()

@@ -14,15 +14,19 @@ from types import SimpleNamespace
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: float32 ``[n, L, V]`` buffers the log-prob path holds at once today (the cast, the temperature
-#: divide, the banned-token fill, the log-softmax and its gradient), as measured in issue #33.
-LOGPROB_COPIES = 5.7
+#: divide, the banned-token fill, the log-softmax and its gradient): 5.7 measured in bfloat16 (issue
+#: #33), 2 fitted to float32 models on the CPU (where the cast to float32 copies nothing).
+LOGPROB_COPIES, LOGPROB_COPIES_FLOAT32 = 5.7, 2.0
 #: float32 ``[N, V]`` buffers of one sampling step (logits, seeded noise in int64 and float64).
 SAMPLING_COPIES = 6.0
 #: Activation bytes a training pass keeps per token and layer, in units of the hidden width and of
 #: the MLP width (residual stream, norms, q/k/v/o, MLP in and out, at the compute dtype).
-HIDDEN_ACTIVATIONS, MLP_ACTIVATIONS = 16, 3
-#: Libraries, data and the trainer that a run loads besides the model (measured on the CPU).
-RUNTIME_MIB = 100
+HIDDEN_ACTIVATIONS, MLP_ACTIVATIONS = 8, 3
+#: Attention-score copies per head kept per token and layer, each as long as the sequence (eager and
+#: CPU attention materialise the scores; flash attention would not).
+ATTENTION_COPIES = 3
+#: Parameter-sized temporaries of an optimizer step with state (AdamW's denominator), on average.
+STEP_TEMPORARIES = 0.5
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class Widths:
         params: All parameters.
         trainable: Those that train (all of them, less frozen groups; LoRA: the adapters).
         hidden: Language model width H; ``mlp`` its MLP width, ``layers`` its depth.
-        kv: Key/value width of one layer (heads x head dim).
+        kv: Key/value width of one layer (heads x head dim); ``heads`` its query heads.
         vocab: Output vocabulary V.
         vision_hidden: Vision tower width (0 without one); ``vision_layers`` its depth.
     """
@@ -45,6 +49,7 @@ class Widths:
     layers: int
     kv: int
     vocab: int
+    heads: int = 1
     vision_hidden: int = 0
     vision_layers: int = 0
 
@@ -88,37 +93,40 @@ class Run:
 
 def estimate(w: Widths, run: Run) -> dict[str, float]:
     """Bytes of each part of a rank's memory, and ``peak``: the weights, reference and optimizer
-    state always, plus the larger of sampling (KV cache and per-step buffers) and the training pass
-    (gradients, activations, log-prob buffers, media encoder)."""
+    state always, plus the larger of sampling (KV cache and per-step buffers) and the gradients with
+    the larger of the training pass (activations, log-prob buffers, media encoder) and the
+    optimizer step's temporaries."""
     b, n, tokens = run.dtype_bytes, run.rows, run.prompt_tokens + run.new_tokens
     parts = {
         "weights": w.params * b / run.shards,
         "reference copy": w.params * b / run.shards if run.reference else 0.0,
         "optimizer state": w.trainable * b * run.optimizer_states / run.shards,
         "gradients": w.trainable * b / run.shards,
-        "activations": n * tokens * b * _layer_activations(w, run),
-        "log-prob buffers": LOGPROB_COPIES * _scored_tokens(run) * w.vocab * 4,
+        "activations": n * tokens * b * _layer_activations(w, run, tokens),
+        "log-prob buffers": (LOGPROB_COPIES_FLOAT32 if b == 4 else LOGPROB_COPIES) * _scored_tokens(run) * w.vocab * 4,
         "media encoder": run.prompts * run.media_tokens * w.vision_layers * w.vision_hidden * b * HIDDEN_ACTIVATIONS,
+        # the optimizer step's own temporaries (AdamW's foreach update builds its denominator whole)
+        "optimizer step": STEP_TEMPORARIES * w.trainable * b * min(run.optimizer_states, 1) / run.shards,
         "sampling KV cache": 2 * w.layers * w.kv * b * run.prompts * run.generations * tokens,
         "sampling buffers": SAMPLING_COPIES * run.prompts * run.generations * w.vocab * 4,
-        "runtime": RUNTIME_MIB * 2**20,
     }
-    training = sum(parts[k] for k in ("gradients", "activations", "log-prob buffers", "media encoder"))
+    training = sum(parts[k] for k in ("activations", "log-prob buffers", "media encoder"))
     sampling = parts["sampling KV cache"] + parts["sampling buffers"]
-    always = sum(parts[k] for k in ("weights", "reference copy", "optimizer state", "runtime"))
-    return parts | {"peak": always + max(training, sampling)}
+    always = sum(parts[k] for k in ("weights", "reference copy", "optimizer state"))
+    # the gradients live from the first backward to the step, when the activations are gone
+    return parts | {"peak": always + max(parts["gradients"] + max(training, parts["optimizer step"]), sampling)}
 
 
-def _layer_activations(w: Widths, run: Run) -> float:
+def _layer_activations(w: Widths, run: Run, tokens: int) -> float:
     """Activations kept per token, in elements, over every layer (one layer's worth plus a hidden
     state per layer with gradient checkpointing)."""
-    per_layer = HIDDEN_ACTIVATIONS * w.hidden + MLP_ACTIVATIONS * w.mlp
+    per_layer = HIDDEN_ACTIVATIONS * w.hidden + MLP_ACTIVATIONS * w.mlp + ATTENTION_COPIES * w.heads * tokens
     return per_layer + w.hidden * w.layers if run.checkpointing else per_layer * w.layers
 
 
 def _scored_tokens(run: Run) -> int:
     """Completion tokens whose full-vocabulary logits one training pass holds at once."""
-    scored = run.rows * run.new_tokens
+    scored = run.rows * (run.new_tokens + 1)  # the logits of the last prompt position too
     return min(scored, run.score_chunk_tokens) if run.score_chunk_tokens else scored
 
 
@@ -215,6 +223,7 @@ def widths(config, lora_rank: int | None = None, freeze: list[str] | None = None
         layers=text.num_hidden_layers,
         kv=(getattr(text, "num_key_value_heads", None) or heads) * head_dim,
         vocab=text.vocab_size,
+        heads=heads,
         vision_hidden=getattr(vision, "hidden_size", 0) or getattr(vision, "embed_dim", 0) if vision else 0,
         vision_layers=getattr(vision, "depth", 0) or getattr(vision, "num_hidden_layers", 0) if vision else 0,
     )
