@@ -87,7 +87,7 @@ def test_zoo_plan_prints_the_parts_and_a_verdict(capsys):
 
 def test_a_live_measurement_agrees_with_the_estimate(tmp_path):
     """One cheap setting measured now, in fresh processes, as `plan_measure` records them."""
-    plan_measure.SETTINGS["live"] = (None, dict(num_generations=4, max_new_tokens=32, batch_size=8))
+    plan_measure.SETTINGS["live"] = (None, dict(num_generations=16, max_new_tokens=40, batch_size=8))
     try:
         record = plan_measure.measure("live", tmp_path)
     finally:
