@@ -105,7 +105,7 @@ def estimate(w: Widths, run: Run) -> dict[str, float]:
         "activations": n * tokens * b * _layer_activations(w, run, tokens),
         "log-prob buffers": (LOGPROB_COPIES_FLOAT32 if b == 4 else LOGPROB_COPIES) * _scored_tokens(run) * w.vocab * 4,
         "media encoder": run.prompts * run.media_tokens * w.vision_layers * w.vision_hidden * b * HIDDEN_ACTIVATIONS,
-        # the optimizer step's own temporaries (AdamW's foreach update builds its denominator whole)
+        # the optimizer step's temporaries (AdamW builds its update's denominator as a new tensor)
         "optimizer step": STEP_TEMPORARIES * w.trainable * b * min(run.optimizer_states, 1) / run.shards,
         "sampling KV cache": 2 * w.layers * w.kv * b * run.prompts * run.generations * tokens,
         "sampling buffers": SAMPLING_COPIES * run.prompts * run.generations * w.vocab * 4,
