@@ -314,6 +314,7 @@ COMMANDS = {
     "export": "zoo.cli:export_checkpoint",
     "list": "zoo.tools.catalog:list_catalog",
     "speed": "zoo.tools.speed:Speed",
+    "plan": "zoo.tools.plan:plan",
     "preview": "zoo.tools.preview:preview",
     "pretext-bench": "zoo.tools.pretext_bench:COMMANDS",
     "repro": "zoo.tools.repro:repro",

@@ -35,9 +35,11 @@ MicroBatch = tuple[Tensor, float]
 
 class ManualStep:
     """Manual optimisation shared by every zoo strategy. The strategy's own ``__init__`` sets
-    ``micro_batch_size``, ``max_grad_norm`` and ``evaluation`` (`zoo.evaluation.Evaluation`)."""
+    ``micro_batch_size``, ``max_grad_norm`` and ``evaluation`` (`zoo.evaluation.Evaluation`), and
+    may set ``max_tokens_per_micro_batch`` (`check_micro_batching`)."""
 
     micro_batch_size: int | None
+    max_tokens_per_micro_batch: int | None = None
     max_grad_norm: float | None
     evaluation: Evaluation
 
@@ -111,13 +113,19 @@ class ManualStep:
         last_of_epoch = batch_idx + 1 == self.lightning_module.trainer.num_training_batches
         return (batch_idx + 1) % self.accumulate_grad_batches == 0 or last_of_epoch
 
-    def plan(self, rows: list[Tensor]) -> list[list[MicroBatch]]:
-        """Micro-batches of each row set, at most ``micro_batch_size`` rows each, padded so that
-        every rank runs as many passes per set (each backward is a collective under DDP and FSDP2):
-        one all-reduce for all."""
-        counts = torch.tensor([chunk_count(r, self.micro_batch_size) for r in rows], device=self.root_device)
+    def plan(self, rows: list[Tensor], rollouts: list | None = None) -> list[list[MicroBatch]]:
+        """Micro-batches of each row set, padded so that every rank runs as many passes per set
+        (each backward is a collective under DDP and FSDP2): one all-reduce for all. Each holds at
+        most ``micro_batch_size`` rows and, when ``max_tokens_per_micro_batch`` is set and the
+        sets' ``rollouts`` are given, rows packed by their real lengths (`pack_rows`)."""
+        budget = self.max_tokens_per_micro_batch
+        chunks = [
+            micro_batches(r, self.micro_batch_size, budget, None if budget is None else row_lengths(rollout, r))
+            for r, rollout in zip(rows, rollouts or [None] * len(rows), strict=True)
+        ]
+        counts = torch.tensor([len(c) for c in chunks], device=self.root_device)
         counts = self.reduce(counts, reduce_op="max").tolist()  # [k], the same on every rank
-        return [plan_micro_batches(r, self.micro_batch_size, int(c)) for r, c in zip(rows, counts, strict=True)]
+        return [plan_micro_batches(c, r, int(n)) for c, r, n in zip(chunks, rows, counts, strict=True)]
 
     def forward(self, rollout, rows: Tensor) -> dict[str, Tensor]:
         """The policy's differentiable scores of ``rows`` (`zoo.PolicyModule.training_step`) through
@@ -178,19 +186,91 @@ class ManualStep:
         return not finite
 
 
-def plan_micro_batches(rows: Tensor, size: int | None, count: int) -> list[MicroBatch]:
-    """Chunks of ``rows`` of at most ``size`` (None: one chunk) with weight 1, padded to ``count``
-    chunks by chunks that re-run one row with weight 0: every rank must run as many forward and
-    backward passes (each is a collective under DDP and FSDP2)."""
-    chunks = torch.split(rows, size or max(len(rows), 1))
-    plan = [(chunk, 1.0) for chunk in chunks if len(chunk)]
+def check_micro_batching(micro_batch_size: int | None, max_tokens_per_micro_batch: int | None) -> None:
+    """A one-line error for a micro-batch size or token budget below 1."""
+    for name, value in (
+        ("micro_batch_size", micro_batch_size),
+        ("max_tokens_per_micro_batch", max_tokens_per_micro_batch),
+    ):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1 or None, got {value}")
+
+
+def plan_micro_batches(chunks: list[Tensor], rows: Tensor, count: int) -> list[MicroBatch]:
+    """``chunks`` of ``rows`` with weight 1, padded to ``count`` chunks by chunks that re-run one
+    row with weight 0: every rank must run as many forward and backward passes (each is a
+    collective under DDP and FSDP2)."""
+    plan = [(chunk, 1.0) for chunk in chunks]
     filler = rows[:1] if len(rows) else torch.zeros(1, dtype=torch.long)
     return plan + [(filler, 0.0)] * (count - len(plan))
 
 
-def chunk_count(rows: Tensor, size: int | None) -> int:
-    """Micro-batches of ``size`` that ``rows`` need."""
-    return -(-len(rows) // (size or max(len(rows), 1)))
+def micro_batches(
+    rows: Tensor, size: int | None, budget: int | None = None, lengths: Tensor | None = None
+) -> list[Tensor]:
+    """``rows`` cut into micro-batches: in order, ``size`` rows each (None: one chunk), or, with a
+    token ``budget`` and the rows' ``lengths``, packed by length (`pack_rows`)."""
+    if budget is not None and lengths is not None:
+        return pack_rows(rows, lengths, budget, size)
+    return [chunk for chunk in torch.split(rows, size or max(len(rows), 1)) if len(chunk)]
+
+
+def row_lengths(rollout, rows: Tensor) -> Tensor:
+    """Prompt tokens (padding left out) and completion columns (through the last counted token, at
+    least 1) of ``rows`` of ``rollout``, ``[n, 2]``: what a trimmed scoring pass holds of each row
+    (`zoo.rollout.Rollout.model_inputs`)."""
+    prompt = rollout.prompts.tensors["attention_mask"].sum(1)[rows // rollout.num_generations]  # [n]
+    counted = rollout.completion_mask[rows]  # [n, L]
+    positions = torch.arange(1, counted.shape[1] + 1, device=counted.device)  # [L]
+    completion = (counted * positions).amax(1).clamp(min=1)  # [n]
+    return torch.stack([prompt.to(completion.device), completion], dim=1).long().cpu()
+
+
+def pack_rows(rows: Tensor, lengths: Tensor, budget: int, size: int | None = None) -> list[Tensor]:
+    """First-fit decreasing: rows longest first, each into the first micro-batch that stays within
+    ``budget`` padded tokens (rows x (longest prompt + longest completion) of the micro-batch, the
+    shape of its scoring pass) and ``size`` rows; a row longer than the budget alone in one.
+
+    Args:
+        rows: Row indices ``[n]``.
+        lengths: Prompt and completion tokens of each row ``[n, 2]`` (`row_lengths`).
+        budget: ``max_tokens_per_micro_batch``.
+        size: ``micro_batch_size`` (None: no cap on rows).
+
+    Returns:
+        The micro-batches' row indices, each in ascending order; the first holds the longest row.
+    """
+    bins: list[list[int]] = []  # positions into ``rows``
+    widths: list[tuple[int, int]] = []  # each bin's longest prompt and completion
+    prompt, completion = lengths[:, 0].tolist(), lengths[:, 1].tolist()
+    for i in sorted(range(len(rows)), key=lambda i: (-(prompt[i] + completion[i]), i)):
+        for b, (p, c) in enumerate(widths):
+            grown = (max(p, prompt[i]), max(c, completion[i]))
+            if (size is None or len(bins[b]) < size) and (len(bins[b]) + 1) * sum(grown) <= budget:
+                bins[b].append(i)
+                widths[b] = grown
+                break
+        else:
+            if prompt[i] + completion[i] > budget:
+                _log_over_budget(prompt[i] + completion[i], budget)
+            bins.append([i])
+            widths.append((prompt[i], completion[i]))
+    return [rows[sorted(b)] for b in bins]
+
+
+_over_budget_logged: list[bool] = []
+
+
+def _log_over_budget(length: int, budget: int) -> None:
+    """Says once per process that a row longer than the token budget runs alone."""
+    if not _over_budget_logged:
+        _over_budget_logged.append(True)
+        log.warning(
+            "a row of %d tokens is longer than max_tokens_per_micro_batch (%d): it runs alone in its "
+            "micro-batch (logged once)",
+            length,
+            budget,
+        )
 
 
 @contextmanager

@@ -96,6 +96,7 @@ DEFAULTS = dict(
     mask_truncated=False,
     filter_zero_variance=False,
     micro_batch_size=None,
+    max_tokens_per_micro_batch=None,
     entropy_coef=0.0,
     max_grad_norm=None,
 )
@@ -183,6 +184,18 @@ def table_teacher_forced(policy, examples, replies, max_tokens=None):
     return rollout, torch.zeros(len(rows), dtype=torch.bool)
 
 
+#: Prompt tokens of prompt i are ``1 + 5 * i % PROMPT_WIDTH``: rows of very different lengths for
+#: the token-budget planner (the table's log-probs do not depend on them).
+PROMPT_WIDTH = 12
+
+
+def prompt_batch(examples: list[Example]) -> SimpleNamespace:
+    """The prompts of ``examples`` as the planner sees them: a left-padded attention mask."""
+    lengths = torch.tensor([1 + 5 * ex.meta["index"] % PROMPT_WIDTH for ex in examples])
+    mask = torch.arange(PROMPT_WIDTH)[None, :] >= PROMPT_WIDTH - lengths[:, None]  # [B, PROMPT_WIDTH]
+    return SimpleNamespace(tensors={"attention_mask": mask.long()})
+
+
 def initial_theta() -> tuple[torch.Tensor, torch.Tensor]:
     """The policy's initial logits and the (different) reference policy's, ``[P * G_MAX, L_MAX,
     V]``; the refill prompts' rows come after the others, from a generator of their own."""
@@ -231,6 +244,7 @@ class TablePolicy(LightningModule):
         self.eos_ids = [EOS]
         self.automatic_optimization = False
         self.sampled, self.chunks, self.reference_calls = [], [], 0
+        self.passes: list[int] = []  # padded tokens of each training pass: rows x (prompt + completion)
 
     def sample(self, examples, num_generations, *, max_new_tokens, temperature=1.0, top_p=1.0, seed=None):
         self.sampled.append(
@@ -238,7 +252,7 @@ class TablePolicy(LightningModule):
         )
         ids = torch.tensor([completion(ex, g, max_new_tokens) for ex in examples for g in range(num_generations)])
         mask, truncated = completion_mask(ids, [EOS])
-        prompts = SimpleNamespace(tensors={"attention_mask": torch.ones(len(examples), 2)})
+        prompts = prompt_batch(examples)
         return Rollout(
             list(examples),
             prompts,
@@ -266,6 +280,8 @@ class TablePolicy(LightningModule):
 
     def training_step(self, rollout, rows):
         self.chunks.append(len(rows))
+        prompt = rollout.prompts.tensors["attention_mask"][rows // rollout.num_generations].any(0).sum()
+        self.passes.append(len(rows) * int(prompt + rollout.completion_columns(rows)))
         logps, entropy = self.token_log_probs(rollout, rows)
         return {"logps": logps, "entropy": entropy}
 
@@ -592,6 +608,12 @@ RANK_CASES = {
     f"{loss}-filter={f}": dict(loss_type=loss, filter_zero_variance=f, entropy_coef=0.1, beta=0.2, micro_batch_size=3)
     for loss in ("grpo", "dr_grpo", "dapo", "bnpo", "gspo", "gpg")
     for f in (False, True)
+}
+RANK_CASES |= {
+    f"token-budget-{loss}": dict(
+        loss_type=loss, filter_zero_variance=True, entropy_coef=0.1, beta=0.2, max_tokens_per_micro_batch=30
+    )
+    for loss in ("grpo", "dapo")
 }
 RANK_CASES |= {
     "batch-std": dict(scale_rewards="batch", filter_zero_variance=True),

@@ -176,6 +176,27 @@ def test_micro_batching_and_a_filtered_batch_keep_the_whole_batch_normaliser():
     assert sorted(set(run.policy.chunks)) == [2, 3]  # 8 kept rows in chunks of 3, 3, 2
 
 
+BUDGET = 30  # padded tokens per pass; the longest rows (12 prompt + 4 completion tokens) fit alone
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_token_budget_micro_batches_give_the_one_batch_update(loss_type, caplog):
+    settings = dict(loss_type=loss_type, beta=0.2, entropy_coef=0.1, max_tokens_per_micro_batch=BUDGET)
+    run = check(settings, dict(loss_type="dapo" if loss_type in ("grpo", "gspo") else "grpo"))
+    # prompts of 1-12 tokens and completions of 1-4: 1 to 7 rows a pass, each within the budget
+    assert max(run.policy.passes) <= BUDGET and min(run.policy.chunks) == 1 and max(run.policy.chunks) >= 4
+    assert sum(run.policy.chunks) == 2 * 16  # every row of both steps, once
+
+
+def test_a_row_longer_than_the_token_budget_runs_alone_and_is_logged_once(caplog):
+    settings = dict(loss_type="dapo", max_new_tokens=6, micro_batch_size=3, max_tokens_per_micro_batch=16)
+    run = check(settings, dict(loss_type="grpo"))
+    over = [n for n, tokens in zip(run.policy.chunks, run.policy.passes, strict=True) if tokens > 16]
+    assert over and set(over) == {1}
+    assert max(run.policy.chunks) <= 3  # micro_batch_size bounds the short rows' passes too
+    assert sum("longer than max_tokens_per_micro_batch" in r.message for r in caplog.records) <= 1
+
+
 def test_sampling_settings_reach_the_policy_and_log_probs_are_untruncated():
     settings = dict(num_generations=3, max_new_tokens=5, temperature=0.8, top_p=0.9)
     run = R.train(settings)

@@ -17,6 +17,7 @@ from tests.zoo.test_policy_contract import CASES, examples_for
 from zoo import QwenVLPolicy
 from zoo.sft import SFTStrategy, teacher_forced
 from zoo.sft import functional as F
+from zoo.training import row_lengths
 
 # "<image>" opens the first user turn; two assistant turns, so two training rows
 CONVERSATION = {
@@ -139,13 +140,15 @@ def rotation_data(batch_size: int) -> PretextDataModule:
     )
 
 
-def fit_once(batch_size=4, accumulate=1, micro_batch_size=None, normaliser="token", steps=1):
+def fit_once(batch_size=4, accumulate=1, micro_batch_size=None, normaliser="token", steps=1, tokens=None):
     """``steps`` SFT updates by plain SGD (lr 1: the update is the gradient); returns the trained
-    policy."""
+    policy. ``tokens``: ``max_tokens_per_micro_batch``."""
     torch.manual_seed(0)
     policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.SGD, lr=1.0))
     data = rotation_data(batch_size)
-    strategy = SFTStrategy(micro_batch_size=micro_batch_size, normaliser=normaliser, max_grad_norm=None)
+    strategy = SFTStrategy(
+        micro_batch_size=micro_batch_size, max_tokens_per_micro_batch=tokens, normaliser=normaliser, max_grad_norm=None
+    )
     trainer = Trainer(
         max_steps=steps,
         strategy=strategy,
@@ -165,7 +168,8 @@ def fit_once(batch_size=4, accumulate=1, micro_batch_size=None, normaliser="toke
 @pytest.mark.parametrize("normaliser", F.NORMALISERS)
 def test_update_is_the_same_however_the_step_is_split(normaliser):
     """One optimizer step over 4 demonstrations of different lengths: whole, in micro-batches of 1,
-    or as 2 accumulated batches of 2, gives the update of the global mean, computed here by hand."""
+    packed 2 a pass by a token budget, or as 2 accumulated batches of 2, gives the update of the
+    global mean, computed here by hand."""
     whole, trainer = fit_once(normaliser=normaliser)
     data = rotation_data(4)
     examples = next(iter(data.train_dataloader()))  # batch 0, which the runs train on
@@ -181,6 +185,7 @@ def test_update_is_the_same_however_the_step_is_split(normaliser):
     expected = {n: before[n] - p.grad for n, p in reference.named_parameters()}
     for other in (
         fit_once(micro_batch_size=1, normaliser=normaliser)[0],
+        fit_once(tokens=2 * max(row_lengths(rollout, torch.arange(4)).sum(1).tolist()) + 1, normaliser=normaliser)[0],
         fit_once(batch_size=2, accumulate=2, normaliser=normaliser)[0],
         whole,
     ):

@@ -2,6 +2,7 @@
 micro-batching."""
 
 from functools import partial
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.grpo import functional as F
-from zoo.training import chunk_count, plan_micro_batches
+from zoo.training import micro_batches, pack_rows, plan_micro_batches, row_lengths
 
 ADAMW = partial(torch.optim.AdamW, lr=1e-3)
 
@@ -104,17 +105,41 @@ def test_zero_variance_filter_trains_even_when_no_group_is_informative():
 
 
 def test_micro_batch_plan():
-    plan = plan_micro_batches(torch.tensor([0, 1, 4, 5, 6]), 2, count=3)
+    rows = torch.tensor([0, 1, 4, 5, 6])
+    plan = plan_micro_batches(micro_batches(rows, 2), rows, count=3)
     assert [chunk.tolist() for chunk, _ in plan] == [[0, 1], [4, 5], [6]]
     assert [live for _, live in plan] == [1.0, 1.0, 1.0]
     # a rank with fewer chunks than its peers re-runs one row with weight 0, so every rank runs as
     # many passes
-    padded = plan_micro_batches(torch.tensor([3]), 2, count=2)
+    padded = plan_micro_batches(micro_batches(torch.tensor([3]), 2), torch.tensor([3]), count=2)
     assert [(chunk.tolist(), live) for chunk, live in padded] == [([3], 1.0), ([3], 0.0)]
     # nothing left after filtering: no chunk at all on a single device (no peer to keep in step
     # with)
-    assert plan_micro_batches(torch.tensor([], dtype=torch.long), 2, count=0) == []
-    assert chunk_count(torch.arange(5), 2) == 3 and chunk_count(torch.arange(5), None) == 1
+    empty = torch.tensor([], dtype=torch.long)
+    assert micro_batches(empty, 2) == [] and plan_micro_batches([], empty, count=0) == []
+    assert len(micro_batches(torch.arange(5), None)) == 1
+
+
+def test_token_budget_packs_rows_longest_first_within_the_padded_budget():
+    rows = torch.tensor([10, 11, 12, 13, 14, 15])
+    lengths = torch.tensor([[2, 1], [8, 4], [3, 3], [2, 2], [9, 9], [1, 1]])  # prompt, completion
+    # longest first: 14 (18 tokens > 16) alone, 11 (12): 2 x 18 > 16, 12 (6): 2 x 12 > 16, 13 (4)
+    # joins 12 (2 x 6 = 12), 10 (3) would make 3 x 6 = 18 > 16 so opens a fourth, and 15 joins it
+    packed = [chunk.tolist() for chunk in pack_rows(rows, lengths, budget=16)]
+    assert packed == [[14], [11], [12, 13], [10, 15]]
+    # micro_batch_size caps the rows of each pack too
+    capped = [chunk.tolist() for chunk in pack_rows(rows, lengths, budget=100, size=2)]
+    assert capped == [[11, 14], [12, 13], [10, 15]]
+    assert sorted(sum(capped, [])) == rows.tolist()
+
+
+def test_row_lengths_are_the_trimmed_prompt_and_completion():
+    rollout = SimpleNamespace(
+        prompts=SimpleNamespace(tensors={"attention_mask": torch.tensor([[0, 1, 1], [1, 1, 1]])}),
+        num_generations=2,
+        completion_mask=torch.tensor([[1, 1, 0], [0, 0, 0], [1, 1, 1], [1, 0, 0]], dtype=torch.bool),
+    )
+    assert row_lengths(rollout, torch.tensor([3, 0, 1, 2])).tolist() == [[3, 1], [2, 2], [2, 1], [3, 3]]
 
 
 def test_micro_batching_gives_the_same_update():

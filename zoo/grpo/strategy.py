@@ -32,7 +32,7 @@ from zoo.grpo.window import (
     window_batch,
 )
 from zoo.metrics import MetricMeans
-from zoo.training import ManualStep
+from zoo.training import ManualStep, check_micro_batching
 
 
 class GRPOMixin(ManualStep):
@@ -95,6 +95,11 @@ class GRPOMixin(ManualStep):
             0 disables.
         micro_batch_size: Completions per forward/backward pass (bounds memory, same update); None
             does all at once.
+        max_tokens_per_micro_batch: Token budget of a forward/backward pass: the kept rows are
+            packed by their real lengths (prompt + completion, padding trimmed), longest first, so
+            that rows x (longest prompt + longest completion) of each pass stays within it (a longer
+            row runs alone); with ``micro_batch_size`` both bounds hold. Same update; None counts
+            rows only.
         entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0
             disables). It is added per token and aggregated like the policy loss, so each loss
             type's normaliser divides it too (for ``dr_grpo`` it is the entropy sum over rows *
@@ -142,6 +147,7 @@ class GRPOMixin(ManualStep):
         filter_zero_variance: bool = False,
         refill_rounds: int = 0,
         micro_batch_size: int | None = None,
+        max_tokens_per_micro_batch: int | None = None,
         entropy_coef: float = 0.0,
         max_grad_norm: float | None = 1.0,
         guidance: Guidance | None = None,
@@ -181,8 +187,7 @@ class GRPOMixin(ManualStep):
             )
         if clip_ratio_c is not None and clip_ratio_c <= 1:
             raise ValueError(f"clip_ratio_c must be > 1 (or None), got {clip_ratio_c}")
-        if micro_batch_size is not None and micro_batch_size < 1:
-            raise ValueError("micro_batch_size must be >= 1 or None")
+        check_micro_batching(micro_batch_size, max_tokens_per_micro_batch)
         if refill_rounds < 0:
             raise ValueError(f"refill_rounds must be >= 0, got {refill_rounds}")
         if refill_rounds and guidance:
@@ -208,6 +213,7 @@ class GRPOMixin(ManualStep):
         self.mask_truncated = mask_truncated
         self.filter_zero_variance = filter_zero_variance
         self.micro_batch_size = micro_batch_size
+        self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
         self.refill_rounds = refill_rounds
         self.entropy_coef = entropy_coef
         self.max_grad_norm = max_grad_norm
@@ -322,7 +328,8 @@ class GRPOMixin(ManualStep):
         sizes = [len(batch) for batch in window]
         set_divisors(steps, counts.cpu(), self.loss_type, sizes, self.max_new_tokens, self.world_size)
         stale = self.num_iterations > 1 or self.mini_batches > 1  # some step trains after an update
-        for piece, plan in zip(pieces, self.plan([piece.rows for piece in pieces]), strict=True):
+        plans = self.plan([piece.rows for piece in pieces], [piece.rollout for piece in pieces])
+        for piece, plan in zip(pieces, plans, strict=True):
             piece.plan = plan
             if stale:
                 piece.old = no_grad_log_probs(self.lightning_module, piece.rollout, plan, reference=False)

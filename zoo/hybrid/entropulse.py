@@ -100,7 +100,7 @@ def supervised_update(strategy, rollout, means: MetricMeans) -> Tensor:
     mask = rollout.completion_mask  # [B, L]
     count = strategy.reduce(mask.sum().float().to(strategy.root_device), reduce_op="sum")
     divisor = max(float(count), 1.0) / strategy.world_size
-    (plan,) = strategy.plan([torch.arange(rollout.size)])
+    (plan,) = strategy.plan([torch.arange(rollout.size)], [rollout])
     total = torch.zeros((), device=strategy.root_device)
     for i, (chunk, live) in enumerate(plan):
         out = strategy.forward(rollout, chunk)

@@ -24,7 +24,7 @@ from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
-from zoo.training import ManualStep
+from zoo.training import ManualStep, check_micro_batching
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class SFTMixin(ManualStep):
             more); ``sequence``: mean over demonstrations of each one's token mean.
         micro_batch_size: Demonstrations per forward/backward pass (bounds memory); None does all at
             once.
+        max_tokens_per_micro_batch: Token budget of a forward/backward pass: demonstrations packed
+            by their real lengths (as `zoo.grpo.GRPOMixin` packs completions); None counts rows
+            only.
         max_target_tokens: Longest demonstration trained, in tokens (longer ones are cut and counted
             in ``train/sft/truncated``); None keeps every one whole.
         max_grad_norm: Gradient clipping norm per optimizer step; None disables.
@@ -63,6 +66,7 @@ class SFTMixin(ManualStep):
         self,
         normaliser: str = "token",
         micro_batch_size: int | None = None,
+        max_tokens_per_micro_batch: int | None = None,
         max_target_tokens: int | None = None,
         max_grad_norm: float | None = 1.0,
         max_new_tokens: int = 256,
@@ -77,14 +81,15 @@ class SFTMixin(ManualStep):
         super().__init__(**kwargs)
         for ok, message in (
             (normaliser in F.NORMALISERS, f"normaliser must be one of {F.NORMALISERS}"),
-            (micro_batch_size is None or micro_batch_size >= 1, "micro_batch_size must be >= 1"),
             (max_target_tokens is None or max_target_tokens >= 1, "max_target_tokens must be >= 1"),
             (max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}"),
         ):
             if not ok:
                 raise ValueError(message)
+        check_micro_batching(micro_batch_size, max_tokens_per_micro_batch)
         self.normaliser = normaliser
         self.micro_batch_size = micro_batch_size
+        self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
         self.max_target_tokens = max_target_tokens
         self.max_grad_norm = max_grad_norm
         self.max_new_tokens = max_new_tokens
@@ -121,7 +126,7 @@ class SFTMixin(ManualStep):
         step with the gradients divided by the window's global count. Returns this batch's mean
         loss."""
         mask = rollout.completion_mask  # [B, L]
-        (plan,) = self.plan([torch.arange(rollout.size)])
+        (plan,) = self.plan([torch.arange(rollout.size)], [rollout])
         total = torch.zeros((), device=self.root_device)
         correct = 0.0
         for i, (chunk, live) in enumerate(plan):
