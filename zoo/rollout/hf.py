@@ -96,7 +96,7 @@ class SeededSampling(LogitsProcessor):
             self.banned[self.banned_ids.to(scores.device)] = True
         position = input_ids.shape[1] - self.prompt_length
         uniforms = row_uniforms(self.seeds.to(scores.device), position)  # [N]
-        tokens = sample_tokens(scores.masked_fill(self.banned, float("-inf")), uniforms, self.temperature, self.top_p)
+        tokens = sample_tokens(scores, uniforms, self.temperature, self.top_p, self.banned)  # [N]
         return torch.full_like(scores, float("-inf")).scatter_(-1, tokens[:, None], 0.0)  # [N, V]
 
 

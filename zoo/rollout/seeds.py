@@ -107,7 +107,8 @@ def inverse_cdf(weights: Tensor, uniforms: Tensor) -> Tensor:
     each step to the running total's precision and move about 0.2% of the mass at 151,936 entries.
     """
     n, vocab = weights.shape
-    blocks = F.pad(weights, (0, -vocab % BLOCK)).view(n, -1, BLOCK)  # [N, V / K, K]
+    padded = weights if vocab % BLOCK == 0 else F.pad(weights, (0, -vocab % BLOCK))  # a copy: only when needed
+    blocks = padded.view(n, -1, BLOCK)  # [N, V / K, K]
     block_cdf = blocks.sum(-1).double().cumsum(-1)  # [N, V / K]
     target = uniforms[:, None] * block_cdf[:, -1:]  # [N, 1]
     block = _search(block_cdf, target)  # [N, 1]
@@ -116,12 +117,14 @@ def inverse_cdf(weights: Tensor, uniforms: Tensor) -> Tensor:
     return (block * BLOCK + _search(inner, target - start)).squeeze(-1)
 
 
-def sample_tokens(logits: Tensor, uniforms: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
-    """One token ``[N]`` per row of ``logits`` ``[N, V]`` (banned entries ``-inf``), drawn from
-    ``softmax(logits / temperature)`` restricted to its top-p nucleus at quantile ``uniforms``
-    ``[N]``."""
-    logits = logits.float()
-    weights = (logits - logits.amax(-1, keepdim=True)).div_(temperature).exp_()  # [N, V], the largest is 1
+def sample_tokens(
+    logits: Tensor, uniforms: Tensor, temperature: float = 1.0, top_p: float = 1.0, banned: Tensor | None = None
+) -> Tensor:
+    """One token ``[N]`` per row of ``logits`` ``[N, V]``, drawn from ``softmax(logits /
+    temperature)`` without the ``banned`` entries (``[V]`` bool) and restricted to its top-p
+    nucleus, at quantile ``uniforms`` ``[N]``."""
+    weights = logits.float().clone() if banned is None else logits.float().masked_fill(banned, float("-inf"))
+    weights = weights.sub_(weights.amax(-1, keepdim=True)).div_(temperature).exp_()  # [N, V], the largest is 1
     if top_p < 1:
         weights = nucleus(weights, top_p)
     return inverse_cdf(weights, uniforms)
