@@ -20,4 +20,4 @@ def test_the_report_names_both_measurements(capsys):
     sampling_speed.main(["--repeats", "1", "--rows", "2", "--prompts", "1", "--generations", "2", "--new-tokens", "2"])
     out = capsys.readouterr().out
     assert "151936 vocabulary rows" in out and "gumbel" in out and "inverse_cdf" in out
-    assert "zoo_sample" in out and "raw_loop" in out
+    assert "zoo_sample" in out and "raw_loop" in out and "raw_greedy" in out

@@ -5,8 +5,9 @@
    replaced (with generate's own suppression and temperature warper, as before).
 2. `PolicyModule.sample` (Hugging Face ``generate``, prefix sharing, seeded sampling) vs a raw loop
    on the same model: the same prefill of the B prompts, the cache repeated G times, then one
-   forward per token and ``torch.multinomial`` on the masked, tempered softmax. EOS is banned in
-   both, so every row runs to the token limit. With ``--vocab`` the tiny model's vocabulary is
+   forward per token and ``torch.multinomial`` on the masked, tempered softmax (``raw_loop``) or
+   the argmax (``raw_greedy``: the model's work alone). EOS is banned in all three, so every row
+   runs to the token limit. With ``--vocab`` the tiny model's vocabulary is
    resized to that many rows (random, past the tokenizer, so banned).
 
     python -m zoo.tools.sampling_speed --repeats 15 --vocab 151936
@@ -136,13 +137,15 @@ def rotation_examples(count: int, image_size: int) -> list:
 
 @torch.no_grad()
 def sample_costs(args) -> dict:
-    """``policy.sample`` vs `raw_loop` on the same model, prompts and lengths."""
+    """``policy.sample`` vs `raw_loop`, sampled and greedy, on the same model, prompts and
+    lengths."""
     policy = tiny_policy(args.vocab)
     examples = rotation_examples(args.prompts, args.image_size)
     n, length, temperature = args.generations, args.new_tokens, args.temperature
     arms = {
         "zoo_sample": lambda: policy.sample(examples, n, max_new_tokens=length, temperature=temperature, seed=0),
         "raw_loop": lambda: raw_loop(policy, examples, n, length, temperature),
+        "raw_greedy": lambda: raw_loop(policy, examples, n, length, 0.0),  # the model's work alone
     }
     return interleaved(arms, args.repeats)
 
