@@ -1,6 +1,7 @@
 """Every PolicyModule family x every tiny checkpoint it declares: encode, sample, score, train,
 export."""
 
+import dataclasses
 import random
 
 import pytest
@@ -196,12 +197,14 @@ def test_scoring_log_probs_match_the_sampling_distribution(policy):
 
 def test_seeded_sampling_depends_on_the_example_not_the_batch(policy):
     examples = examples_for(policy)
-    for i, ex in enumerate(examples):
-        ex.uid = f"ex{i}"
-    together = policy.sample(examples, 3, max_new_tokens=6, seed=5)
-    alone = policy.sample(examples[1:2], 3, max_new_tokens=6, seed=5)  # other batch, other padding
-    assert alone.completions == together.completions[3:6]
-    assert policy.sample(examples, 3, max_new_tokens=6, seed=6).completions != together.completions
+    batch = [dataclasses.replace(examples[i % len(examples)], uid=f"ex{i}") for i in range(4)]
+    together = policy.sample(batch, 3, max_new_tokens=6, seed=5)
+    for b in (1, 3):  # a batch of 1: other padding, other rows beside it
+        alone = policy.sample(batch[b : b + 1], 3, max_new_tokens=6, seed=5)
+        assert alone.completions == together.completions[3 * b : 3 * b + 3]
+        ids = together.completion_ids[3 * b : 3 * b + 3, : alone.completion_ids.shape[1]]
+        assert torch.equal(alone.completion_ids[alone.completion_mask], ids[alone.completion_mask])
+    assert policy.sample(batch, 3, max_new_tokens=6, seed=6).completions != together.completions
 
 
 def test_micro_batches_see_the_same_rows(policy):
