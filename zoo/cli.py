@@ -42,6 +42,7 @@ from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
 from zoo.errors import STOPPED, user_error
 from zoo.export import as_pretrained, export
 from zoo.policy import PolicyModule
+from zoo.preflight import check_gpu, check_not_shadowed, refuse_trainer_optimizer
 
 #: Logger classes whose package is an optional extra: (import name, extra).
 LOGGER_PACKAGES = {
@@ -165,6 +166,7 @@ class ZooCLI(LightningCLI):
         )
 
     def parse_arguments(self, parser, args) -> None:
+        refuse_trainer_optimizer(sys.argv[1:] if args is None else args)
         super().parse_arguments(parser, args)
         config = self.config.get(self.config.get("subcommand") or "")
         ckpt_path = config.get("ckpt_path") if config else None
@@ -195,6 +197,7 @@ class ZooCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else self.config  # run=False: no subcommand
         if config is not None:
+            check_gpu(config.get("trainer", {}))
             _check_logger_packages(config.get("trainer", {}).get("logger"))
             _export_checkpoint_as_pretrained(config.get("model"))
 
@@ -286,6 +289,7 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,  # the policy's optimizer argument sets it (zoo.preflight)
         parser_class=StrictParser,
         trainer_defaults=TRAINER_DEFAULTS,
         seed_everything_default=0,
@@ -434,6 +438,7 @@ def main(args: list[str] | None = None) -> None:
     interrupts = Interrupts()
     try:
         with interrupts:
+            check_not_shadowed()
             _dispatch(argv, None if args is None else argv)
     except (SIGTERMException, KeyboardInterrupt) as stop:
         received = interrupts.received or (signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM)
