@@ -52,6 +52,5 @@ def check_gpu(trainer) -> None:
 
         if not torch.cuda.is_available():
             raise ValueError(
-                f"no GPU found: this config asks for accelerator {accelerator}; "
-                "add --trainer configs/trainer/cpu.yaml"
+                f"no GPU found: this config asks for accelerator {accelerator}; add --trainer configs/trainer/cpu.yaml"
             )
