@@ -1,6 +1,6 @@
-"""Quiet by default (`zoo.quiet`): the known harmless third-party warnings and Lightning's advert are
-gone from a ``zoo`` command's output, back with ``--verbose`` or ``ZOO_DEBUG=1``; any other warning
-still shows."""
+"""Quiet by default (`zoo.quiet`): the known harmless third-party warnings and Lightning's advert
+are gone from a ``zoo`` command's output, back with ``--verbose`` or ``ZOO_DEBUG=1``; any other
+warning still shows."""
 
 import logging
 import warnings
@@ -19,10 +19,10 @@ TIP = "💡 Tip: For seamless cloud logging, try installing [litlogger]"
 
 def _emit(argv, args):
     """A command that warns as Lightning, transformers and a real problem do."""
-    warnings.warn(SYNC, UserWarning)
-    warnings.warn("`Trainer.foo` is deprecated", LightningDeprecationWarning)
+    warnings.warn(SYNC, UserWarning, stacklevel=1)
+    warnings.warn("`Trainer.foo` is deprecated", LightningDeprecationWarning, stacklevel=1)
     warnings.warn_explicit("`x` is deprecated", FutureWarning, "modeling_utils.py", 1, module="transformers.x")
-    warnings.warn(REAL, UserWarning)
+    warnings.warn(REAL, UserWarning, stacklevel=1)
     rank_zero_info(TIP)
 
 
