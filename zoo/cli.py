@@ -428,8 +428,9 @@ def main(args: list[str] | None = None) -> None:
     (2 for a bad option); ``--debug`` anywhere on the command line, or ``ZOO_DEBUG=1``, raises it
     with its traceback instead; third-party warnings known to be harmless are filtered
     (`zoo.quiet`) unless ``--verbose``, ``ZOO_VERBOSE=1`` or ``ZOO_DEBUG=1``. SIGTERM, or Ctrl+C
-    (SIGINT), stops ``zoo fit`` after the step in progress, which is saved, with exit status 143 or 130 (`STOPPED`): never 0, so schedulers and
-    ``zoo chain`` do not take a preempted run for a finished one."""
+    (SIGINT), stops ``zoo fit`` after the step in progress, which is saved, with exit status 143
+    or 130 (`STOPPED`): never 0, so schedulers and ``zoo chain`` do not take a preempted run for a
+    finished one."""
     argv = sys.argv[1:] if args is None else list(args)
     debug = "--debug" in argv or os.environ.get("ZOO_DEBUG", "") not in ("", "0")
     verbose = debug or "--verbose" in argv or os.environ.get("ZOO_VERBOSE", "") not in ("", "0")
