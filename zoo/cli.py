@@ -44,6 +44,7 @@ from zoo.interrupts import Interrupts, stopped
 from zoo.policy import PolicyModule
 from zoo.preflight import check_gpu, check_not_shadowed, refuse_trainer_optimizer
 from zoo.quiet import quiet
+from zoo.threads import set_threads
 
 #: Logger classes whose package is an optional extra: (import name, extra).
 LOGGER_PACKAGES = {
@@ -475,6 +476,7 @@ def _dispatch(argv: list[str], args: list[str] | None) -> None:
     elif argv[0] in RENAMED:
         raise SystemExit(RENAMED[argv[0]][1])
     else:
+        set_threads()  # the tools that train choose their own (zoo repro --threads)
         cli(args)
 
 
