@@ -13,6 +13,7 @@ from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWar
 from transformers.cache_utils import DynamicCache, StaticCache, StaticLayer
 
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
+from zoo.rollout.progress import SamplingProgress
 from zoo.rollout.seeds import gumbel_noise
 from zoo.sharding import unsharded
 
@@ -38,6 +39,7 @@ class HFEngine(RolloutEngine):
             if sampling.greedy
             else [SeededSampling(sampling.seeds, prompt_length, sampling.temperature, sampling.top_p)]
         )
+        processors.append(SamplingProgress(prompt_length, sampling.max_new_tokens))  # a line every 10 s
         config = policy.generation_config(sampling.max_new_tokens)
         shared = policy.share_prefix if sampling.share_prefix is None else sampling.share_prefix
         model = policy.model
