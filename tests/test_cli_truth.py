@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.test_configs import parse_args
-from zoo.chain import stage_command, stage_overrides
+from zoo.chain import load_chain, stage_command, stage_overrides, with_overrides
 from zoo.cli import main
 from zoo.tools import catalog
 from zoo.tools.repro.common import Options, verdict_line
@@ -95,10 +95,15 @@ def test_a_zoo_folder_shadowing_the_package_is_named(monkeypatch, tmp_path, caps
 def test_chain_stages_are_overridden_from_the_command_line(tmp_path):
     extra = stage_overrides(["--sft.trainer.max_steps", "10", "--grpo.trainer.max_steps=20"], ["sft", "grpo"])
     assert extra == {"sft": ["--trainer.max_steps", "10"], "grpo": ["--trainer.max_steps=20"]}
-    stage = {"name": "sft", "config": "c.yaml", "args": ["--trainer.max_steps", "60", *extra["sft"]]}
-    command = stage_command(stage, tmp_path, None)
-    # the override comes after the stage's own args, so it wins
-    assert command.index("10") > command.index("60")
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(
+        f"stages:\n  - {{name: sft, config: {ROOT}/configs/sft/rotation.yaml, args: [--trainer.max_steps, '60']}}\n"
+        f"  - {{name: grpo, config: {ROOT}/configs/quickstart.yaml}}\n"
+    )
+    sft, grpo = with_overrides(load_chain(str(chain))[1], ["--sft.trainer.max_steps", "10"])
+    assert (sft["args"], grpo["args"]) == (["--trainer.max_steps", "60", "--trainer.max_steps", "10"], [])
+    command = stage_command(sft, tmp_path, None)
+    assert command.index("10") > command.index("60")  # the override comes last, so it wins
     with pytest.raises(ValueError, match=r"the stages being \['sft', 'grpo'\]"):
         stage_overrides(["--rl.trainer.max_steps", "1"], ["sft", "grpo"])
     with pytest.raises(ValueError, match="needs a value"):

@@ -134,12 +134,17 @@ def stage_overrides(args: list[str], names: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def with_overrides(stages: list[dict], overrides: list[str]) -> list[dict]:
+    """``stages`` with each one's `stage_overrides` after its own ``args`` (so they win)."""
+    extra = stage_overrides(overrides, [stage["name"] for stage in stages])
+    return [{**stage, "args": stage["args"] + extra[stage["name"]]} for stage in stages]
+
+
 def run_chain(path: str, out: str | None = None, overrides: list[str] | None = None) -> list[dict]:
     """Run the stages of a chain file in order, each with its ``--<stage>.<option>`` ``overrides``;
     returns (and writes to ``<out>/chain.json``) what each left."""
     root, stages = load_chain(path)
-    extra = stage_overrides(list(overrides or []), [stage["name"] for stage in stages])
-    stages = [{**stage, "args": stage["args"] + extra[stage["name"]]} for stage in stages]
+    stages = with_overrides(stages, list(overrides or []))
     root, start, done = (Path(out) if out else root).resolve(), None, []
     for stage in stages:
         folder = root / stage["name"]
