@@ -200,7 +200,8 @@ class ZooCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else self.config  # run=False: no subcommand
         if config is not None:
-            check_gpu(config.get("trainer", {}))
+            if self.subcommand:  # a run, not a parse (run=False)
+                check_gpu(config.get("trainer", {}))
             _check_logger_packages(config.get("trainer", {}).get("logger"))
             _export_checkpoint_as_pretrained(config.get("model"))
 
