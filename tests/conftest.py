@@ -5,6 +5,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
+
+# the `zoo` commands the tests start use torch's default thread count whatever the load (zoo.threads
+# picks fewer on a busy machine), so runs that are compared (resumes, 1 vs 2 processes) sum floats
+# in the same order
+os.environ.setdefault("ZOO_THREADS", str(torch.get_num_threads()))
 
 from tasks.extras import preload_libusb  # noqa: E402
 from tests.helpers import make_item  # noqa: E402

@@ -28,7 +28,9 @@ SHORT = [
 ]
 
 
-def zoo(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+def zoo(*args: str, cwd: Path, timeout: int = 3 * 3600) -> subprocess.CompletedProcess:
+    """``zoo <args>`` in a subprocess; its work is bounded by steps, ``timeout`` only catches a hang
+    (a loaded machine runs many times slower)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, "-m", "zoo", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout

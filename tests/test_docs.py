@@ -193,3 +193,41 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     ]
     with pytest.raises(argparse.ArgumentError):
         parse_command(["fit", "--config", "configs/quickstart.yaml", "--trainer.max_stepz", "1"])
+
+
+#: A section cited in prose: ``docs/x.md#anchor``, ``README.md#anchor`` or ``README "Heading"``.
+CITED_SECTION = re.compile(r"(README(?:\.md)?|docs/[a-z0-9_-]+\.md)(?:#([a-z0-9_-]+)| \"([^\"\n]+)\")")
+#: Files whose comments cite paths and sections besides the pages: every config and the CI script.
+COMMENTED = [*sorted(ROOT.glob("configs/**/*.yaml")), ROOT / ".ci" / "run"]
+
+
+def comments(path: Path) -> str:
+    """The ``#`` comments of a YAML file or shell script, joined (a citation may wrap lines)."""
+    return " ".join(line.split("#", 1)[1] for line in path.read_text().splitlines() if "#" in line)
+
+
+def broken_citations(text: str) -> list[str]:
+    """The repository paths and cited sections of ``text`` that do not exist."""
+    broken = [p for p in REPO_PATH.findall(text) if not any(ROOT.glob(p.rstrip(".")))]
+    for page, anchor, heading in CITED_SECTION.findall(" ".join(text.split())):
+        file = ROOT / ("README.md" if page.startswith("README") else page)
+        wanted = anchor or slug(heading)
+        if not file.is_file() or wanted not in anchors(file):
+            broken.append(f"{page}#{wanted}")
+    return broken
+
+
+@pytest.mark.parametrize("path", COMMENTED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_config_comments_cite_what_exists(path):
+    assert not broken_citations(comments(path)), f"{path}: {broken_citations(comments(path))}"
+
+
+@ids
+def test_sections_cited_in_prose_exist(page):
+    cited = [c for c in broken_citations(text_of(page)) if "#" in c]
+    assert not cited, f"{page.name} cites sections that do not exist: {cited}"
+
+
+def test_citation_check_catches_a_missing_section_and_path():
+    text = 'see README "Install" and docs/sft.md#hybrids, configs/nowhere.yaml and configs/quickstart.yaml'
+    assert broken_citations(text) == ["configs/nowhere.yaml", "README#install"]

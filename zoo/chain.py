@@ -19,6 +19,10 @@ stage ``k + 1`` gets ``--model.init_args.pretrained <out>/<name of k>/model``. A
 finish, from that stage's newest checkpoint that loads (a stage stopped by SIGTERM or Ctrl+C saved
 the step in progress; delete ``<out>/<name>`` to start a stage afresh). ``<out>/chain.json`` lists
 every stage's paths and final held-out metrics.
+
+Any stage's options can be overridden on the command line, prefixed with its name, without copying
+its YAML: ``zoo chain --config configs/chains/cold_start.yaml --sft.trainer.max_steps 10
+--grpo.trainer.max_steps=20`` (appended after the stage's own ``args``, so they win).
 """
 
 from __future__ import annotations
@@ -112,10 +116,38 @@ def latest_metrics(folder: Path) -> dict:
     return json.loads(found[-1].read_text()).get("metrics", {}) if found else {}
 
 
-def run_chain(path: str, out: str | None = None) -> list[dict]:
-    """Run the stages of a chain file in order; returns (and writes to ``<out>/chain.json``) what
-    each left."""
+def stage_overrides(args: list[str], names: list[str]) -> dict[str, list[str]]:
+    """``--<stage>.<option> value`` (or ``--<stage>.<option>=value``) arguments as each stage's
+    extra ``zoo fit`` arguments (``--<option> value``); anything else is a one-line error naming the
+    stages."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    i = 0
+    while i < len(args):
+        stage, dot, option = args[i].removeprefix("--").partition(".")
+        if not args[i].startswith("--") or not dot or stage not in out:
+            raise ValueError(
+                f"{args[i]!r} is not an option; override a stage's zoo fit option as "
+                f"--<stage>.<option> value, the stages being {names}"
+            )
+        take = 1 if "=" in option else 2
+        if take == 2 and i + 1 >= len(args):
+            raise ValueError(f"{args[i]} needs a value")
+        out[stage] += [f"--{option}", *args[i + 1 : i + take]]
+        i += take
+    return out
+
+
+def with_overrides(stages: list[dict], overrides: list[str]) -> list[dict]:
+    """``stages`` with each one's `stage_overrides` after its own ``args`` (so they win)."""
+    extra = stage_overrides(overrides, [stage["name"] for stage in stages])
+    return [{**stage, "args": stage["args"] + extra[stage["name"]]} for stage in stages]
+
+
+def run_chain(path: str, out: str | None = None, overrides: list[str] | None = None) -> list[dict]:
+    """Run the stages of a chain file in order, each with its ``--<stage>.<option>`` ``overrides``;
+    returns (and writes to ``<out>/chain.json``) what each left."""
     root, stages = load_chain(path)
+    stages = with_overrides(stages, list(overrides or []))
     root, start, done = (Path(out) if out else root).resolve(), None, []
     for stage in stages:
         folder = root / stage["name"]
@@ -156,7 +188,7 @@ def run_chain(path: str, out: str | None = None) -> list[dict]:
     return done
 
 
-def chain(*, config: str, out: str | None = None) -> None:
+def chain(*, config: str, out: str | None = None, fit_args: list[str] | None = None) -> None:
     """Train stages in order, each from the weights the one before ended with (an SFT cold start,
     then GRPO).
 
@@ -166,6 +198,8 @@ def chain(*, config: str, out: str | None = None) -> None:
         config: The chain file: ``out`` (the folder of the stages' outputs) and ``stages``, each a
             ``zoo fit`` config with optional ``args`` (see `zoo.chain`).
         out: Folder of the stages' outputs, instead of the chain file's ``out``.
+        fit_args: Any other argument overrides a stage's ``zoo fit`` option, prefixed with the
+            stage's name: ``--sft.trainer.max_steps 10`` (after the stage's own ``args``).
     """
-    for stage in run_chain(config, out):
+    for stage in run_chain(config, out, fit_args):
         print(f"[zoo] chain: {stage['name']}: {stage['model']} {stage['metrics'].get('val/accuracy', '')}")

@@ -20,7 +20,6 @@ import inspect
 import os
 import signal
 import sys
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -39,9 +38,13 @@ import datamodules  # noqa: F401  (short class names in configs)
 import tasks  # noqa: F401
 from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, StepProgress, TrainingCurves
 from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
-from zoo.errors import STOPPED, user_error
+from zoo.errors import user_error
 from zoo.export import as_pretrained, export
+from zoo.interrupts import Interrupts, stopped
 from zoo.policy import PolicyModule
+from zoo.preflight import check_gpu, check_not_shadowed, refuse_trainer_optimizer
+from zoo.quiet import quiet
+from zoo.threads import set_threads
 
 #: Logger classes whose package is an optional extra: (import name, extra).
 LOGGER_PACKAGES = {
@@ -65,7 +68,8 @@ RUN_OUTPUTS = (
     "A run writes to <trainer.default_root_dir, default runs>/lightning_logs/version_<n>/: config.yaml, "
     "metrics.csv, metrics.json, rollouts.jsonl, predictions.jsonl, curves.png and checkpoints/ "
     "(the final weights are always saved; --ckpt_path last resumes from the newest that loads). "
-    "--debug (or ZOO_DEBUG=1) shows the traceback of an error."
+    "--debug (or ZOO_DEBUG=1) shows the traceback of an error; --verbose (or ZOO_VERBOSE=1) the "
+    "third-party warnings zoo filters as harmless (zoo.quiet)."
 )
 #: ``ckpt_path`` values Lightning resolves itself (``last`` is resolved here, within the run's own
 #: directory).
@@ -165,6 +169,7 @@ class ZooCLI(LightningCLI):
         )
 
     def parse_arguments(self, parser, args) -> None:
+        refuse_trainer_optimizer(sys.argv[1:] if args is None else args)
         super().parse_arguments(parser, args)
         config = self.config.get(self.config.get("subcommand") or "")
         ckpt_path = config.get("ckpt_path") if config else None
@@ -195,6 +200,8 @@ class ZooCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config.get(self.subcommand) if self.subcommand else self.config  # run=False: no subcommand
         if config is not None:
+            if self.subcommand:  # a run, not a parse (run=False)
+                check_gpu(config.get("trainer", {}))
             _check_logger_packages(config.get("trainer", {}).get("logger"))
             _export_checkpoint_as_pretrained(config.get("model"))
 
@@ -286,6 +293,7 @@ def cli(args: list[str] | None = None, cli_class: type[ZooCLI] = ZooCLI, **kwarg
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,  # the policy's optimizer argument sets it (zoo.preflight)
         parser_class=StrictParser,
         trainer_defaults=TRAINER_DEFAULTS,
         seed_everything_default=0,
@@ -421,27 +429,35 @@ def main(args: list[str] | None = None) -> None:
     """Entry point of the ``zoo`` console script: `COMMANDS` by name, else LightningCLI's
     subcommands. A bad configuration, option or input ends in one line on stderr and exit status 1
     (2 for a bad option); ``--debug`` anywhere on the command line, or ``ZOO_DEBUG=1``, raises it
-    with its traceback instead. SIGTERM, or Ctrl+C (SIGINT), stops ``zoo fit`` after the step in
-    progress, which is saved, with exit status 143 or 130 (`STOPPED`): never 0, so schedulers and
-    ``zoo chain`` do not take a preempted run for a finished one."""
+    with its traceback instead; third-party warnings known to be harmless are filtered
+    (`zoo.quiet`) unless ``--verbose``, ``ZOO_VERBOSE=1`` or ``ZOO_DEBUG=1``. SIGTERM, or Ctrl+C
+    (SIGINT), stops ``zoo fit`` after the step in progress, which is saved, with exit status 143
+    or 130 (`STOPPED`): never 0, so schedulers and ``zoo chain`` do not take a preempted run for a
+    finished one."""
     argv = sys.argv[1:] if args is None else list(args)
     debug = "--debug" in argv or os.environ.get("ZOO_DEBUG", "") not in ("", "0")
-    if "--debug" in argv:
-        argv = [a for a in argv if a != "--debug"]
+    verbose = debug or "--verbose" in argv or os.environ.get("ZOO_VERBOSE", "") not in ("", "0")
+    if "--debug" in argv or "--verbose" in argv:
+        flags = {"--debug": "ZOO_DEBUG", "--verbose": "ZOO_VERBOSE"}
+        given = [flag for flag in flags if flag in argv]
+        argv = [a for a in argv if a not in flags]
         if args is None:  # DDP ranks re-run this command line: they inherit the environment
-            sys.argv[1:], os.environ["ZOO_DEBUG"] = argv, "1"
+            sys.argv[1:] = argv
+            os.environ.update({flags[flag]: "1" for flag in given})
+    quiet(verbose)
     command = argv[0] if argv and not argv[0].startswith("-") else ""
     prefix = f"zoo {command}" if command else "zoo"
     interrupts = Interrupts()
     try:
         with interrupts:
+            check_not_shadowed()
             _dispatch(argv, None if args is None else argv)
     except (SIGTERMException, KeyboardInterrupt) as stop:
         received = interrupts.received or (signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM)
-        _stopped(prefix, received, command == "fit")
+        stopped(prefix, received, command == "fit")
     except SystemExit:
         if interrupts.received:  # a second Ctrl+C: Lightning exits with status 1
-            _stopped(prefix, interrupts.received, command == "fit")
+            stopped(prefix, interrupts.received, command == "fit")
         raise
     except Exception as err:
         message = None if debug else user_error(err)
@@ -450,41 +466,6 @@ def main(args: list[str] | None = None) -> None:
         hint = f"; see zoo {command} --help" if isinstance(err, argparse.ArgumentError) else ""
         print(f"{prefix}: error: {message}{hint} (--debug shows the traceback)", file=sys.stderr)
         raise SystemExit(2 if isinstance(err, argparse.ArgumentError) else 1) from None
-
-
-def _stopped(prefix: str, received: signal.Signals, fit: bool) -> None:
-    """The line and exit status of a command a signal stopped."""
-    resume = "; --ckpt_path last resumes from the newest checkpoint" if fit else ""
-    print(f"{prefix}: stopped by {received.name} (exit status {STOPPED[received]}){resume}", file=sys.stderr)
-    raise SystemExit(STOPPED[received]) from None
-
-
-class Interrupts:
-    """While a command runs: the first Ctrl+C (SIGINT) during a Lightning run is handled as the
-    SIGTERM that Lightning stops at the end of the step for (the step is saved); a second one, or
-    one outside a run, interrupts at once (KeyboardInterrupt). ``received`` is the first of them."""
-
-    def __init__(self):
-        self.received: signal.Signals | None = None
-        self._previous = None
-
-    def __enter__(self) -> Interrupts:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _on_sigint(self, signum, frame) -> None:
-        first = self.received is None
-        self.received = self.received or signal.SIGINT
-        during_a_run = signal.getsignal(signal.SIGTERM)  # Lightning's handler while it runs
-        if not (first and callable(during_a_run)):
-            raise KeyboardInterrupt
-        rank_zero_info("[zoo] Ctrl+C: stopping after this step, which is saved (Ctrl+C again stops at once)")
-        during_a_run(signal.SIGTERM, frame)
 
 
 def _dispatch(argv: list[str], args: list[str] | None) -> None:
@@ -497,6 +478,7 @@ def _dispatch(argv: list[str], args: list[str] | None) -> None:
     elif argv[0] in RENAMED:
         raise SystemExit(RENAMED[argv[0]][1])
     else:
+        set_threads()  # the tools that train choose their own (zoo repro --threads)
         cli(args)
 
 

@@ -260,6 +260,9 @@ def build(family: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
 
     known = families()
     if family not in known:
+        from zoo.preflight import check_not_shadowed
+
+        check_not_shadowed()  # an empty list of families: a zoo/ folder shadowing the package
         raise ValueError(f"unknown tiny family {family!r}; choose one of {sorted(known)}")
     spec = known[family]
     config, processor = spec.make()

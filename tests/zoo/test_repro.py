@@ -25,7 +25,8 @@ def test_graded_reward_binary_groups_are_all_zero_more_often(tmp_path, capsys):
         assert row["train"]["temporal_jigsaw/footrule"][0] >= row["train"]["temporal_jigsaw/exact"][0]
     assert json.loads((tmp_path / "out.json").read_text())["rows"] == json.loads(json.dumps(result["rows"]))
     out = capsys.readouterr().out
-    assert "| graded | 0 | 2 |" in out and "| binary | 0 | 2 |" in out and "verdict:" in out
+    assert "| graded | 0 | 2 |" in out and "| binary | 0 | 2 |" in out
+    assert "verdict: inconclusive (ran 2 of the 150 steps the claim declares)" in out
     # arms run apart are merged from their JSON files without training
     merged = repro("graded_reward", merge=[str(tmp_path / "out.json")])
     assert (merged["held"], merged["note"]) == (result["held"], result["note"]) and result["held"] is not None

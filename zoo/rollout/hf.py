@@ -14,6 +14,7 @@ from transformers import LogitsProcessor
 from transformers.cache_utils import DynamicCache, StaticCache, StaticLayer
 
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
+from zoo.rollout.progress import SamplingProgress
 from zoo.rollout.seeds import row_uniforms, sample_tokens
 from zoo.sharding import unsharded
 
@@ -43,6 +44,7 @@ class HFEngine(RolloutEngine):
             # SeededSampling masks them with a mask built once; generate's own suppression runs
             # isin over the vocabulary at every step (28 ms per token at 151,936 entries, 32 rows)
             config.suppress_tokens = None
+        processors.append(SamplingProgress(prompt_length, sampling.max_new_tokens))  # a line every 10 s
         shared = policy.share_prefix if sampling.share_prefix is None else sampling.share_prefix
         model = policy.model
         was_training = model.training

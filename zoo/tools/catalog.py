@@ -85,7 +85,8 @@ def extras_needed(cls: type, extras: dict[str, set[str]]) -> list[str]:
 
 
 def rows() -> dict[str, list[tuple[str, ...]]]:
-    """Table rows per section: models, tasks, sources (the classes of `found`, in its order)."""
+    """Table rows per section (the classes of `found`, in its order; the tiny models of
+    `tiny_models`)."""
     from tasks import answers
 
     extras = extras_requirements()
@@ -101,7 +102,36 @@ def rows() -> dict[str, list[tuple[str, ...]]]:
         table["tasks"].append((_path(cls), cls.name, cls.modality, formats, _extras(cls, extras)))
     for cls in classes["sources"]:
         table["sources"].append((_path(cls), cls.modality, _extras(cls, extras)))
+    for section in ("data modules", "strategies", "callbacks"):
+        table[section] = [(_path(cls), _extras(cls, extras)) for cls in classes[section]]
+    table["tiny models"] = [(name, _path(policy), kind) for name, policy, kind, _ in tiny_models()]
     return table
+
+
+def tiny_models() -> list[tuple[str, type, str, str]]:
+    """Every ``tiny:<family>`` (random-init, and the trained bases of `zoo.tiny.TRAINED`):
+    ``(checkpoint, policy class that loads it, kind, description)``."""
+    from zoo import tiny
+
+    modules = {name: module for module in tiny._family_modules() for name in module.TINY}
+    policies = {name: _policy_of(name, module) for name, module in modules.items()}
+    out = []
+    for name, spec in sorted(tiny.families().items()):
+        doc = _first_sentence(" ".join((inspect.getdoc(spec.make) or "").split()))
+        out.append((f"tiny:{name}", policies[name], "random init", doc or f"A random-init {name} (offline, tiny)."))
+    for name, spec in sorted(tiny.TRAINED.items()):
+        base = max((family for family in modules if name.startswith(family)), key=len)
+        kind = f"trained: build once with `{spec.command}`"
+        out.append((f"tiny:{name}", policies[base], kind, f"The tiny {base} after {spec.steps} training steps."))
+    return out
+
+
+def _policy_of(name: str, module) -> type:
+    """The first policy that lists ``tiny:<name>`` among its ``tiny_checkpoints``, else the concrete
+    policy class of the family's module."""
+    models = found()["models"]
+    listed = [cls for cls in models if f"tiny:{name}" in cls.tiny_checkpoints]
+    return (listed or [cls for cls in models if cls.__module__ == module.__name__])[0]
 
 
 def _default(cls: type, argument: str):
@@ -125,15 +155,27 @@ HEADERS = {
     "models": ("class_path", "modalities", "tiny checkpoints", "extras"),
     "tasks": ("class_path", "name", "modality", "answer formats (* default)", "extras"),
     "sources": ("class_path", "modality", "extras"),
+    "data modules": ("class_path", "extras"),
+    "strategies": ("class_path", "extras"),
+    "callbacks": ("class_path", "extras"),
+    "tiny models": ("pretrained", "policy", "weights"),
 }
-#: Where a class of each section goes in a ``zoo fit`` configuration.
-CONFIG_KEYS = {"models": "model", "tasks": "data.init_args.tasks", "sources": "data.init_args.source"}
-Section = Literal["models", "tasks", "sources"]
+#: Where an entry of each section goes in a ``zoo fit`` configuration.
+CONFIG_KEYS = {
+    "models": "model",
+    "tasks": "data.init_args.tasks",
+    "sources": "data.init_args.source",
+    "data modules": "data",
+    "strategies": "trainer.strategy",
+    "callbacks": "trainer.callbacks",
+    "tiny models": "model",
+}
+Section = Literal["models", "tasks", "sources", "data modules", "strategies", "callbacks", "tiny models"]
 
 
 def list_catalog(section: Section | None = None) -> None:
-    """Every model, task and source of this install: what it is, the extras it needs, and how a
-    config names it.
+    """Every model, task, source, data module, strategy, callback and tiny model of this install:
+    what it is, the extras it needs, and how a config names it.
 
     Args:
         section: Print only this section.
@@ -146,7 +188,7 @@ def print_catalog(file=None, sections: list[str] | None = None) -> None:
     one-line description and the configuration snippet that selects it (required arguments as
     ``<placeholders>``)."""
     file = file or sys.stdout
-    classes = found()
+    entries = entries_by_section()
     for section, body in rows().items():
         if sections is not None and section not in sections:
             continue
@@ -154,15 +196,28 @@ def print_catalog(file=None, sections: list[str] | None = None) -> None:
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         print(f"{section}:", file=file)
         print("  " + "  ".join(c.ljust(w) for c, w in zip(table[0], widths, strict=True)).rstrip(), file=file)
-        for row, cls in zip(body, classes[section], strict=True):
+        for row, (text, value) in zip(body, entries[section], strict=True):
             print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=file)
-            print(f"      {description(cls)}", file=file)
-            print(f"      {CONFIG_KEYS[section]}: {snippet(cls)}", file=file)
+            print(f"      {text}", file=file)
+            print(f"      {CONFIG_KEYS[section]}: {value}", file=file)
         print(file=file)
+
+
+def entries_by_section() -> dict[str, list[tuple[str, str]]]:
+    """``(one-line description, configuration snippet)`` of every row of `rows`, per section."""
+    out = {section: [(description(cls), snippet(cls)) for cls in classes] for section, classes in found().items()}
+    out["tiny models"] = [
+        (text, f"{{class_path: {_short_path(policy)}, init_args: {{pretrained: {json.dumps(name)}}}}}")
+        for name, policy, _, text in tiny_models()
+    ]
+    return out
 
 
 def found() -> dict[str, list[type]]:
     """The classes of each section, in the order of `rows`."""
+    from lightning.pytorch import Callback, LightningDataModule
+    from lightning.pytorch.strategies import Strategy
+
     from datamodules.sources.base import Source
     from tasks import Task
     from tasks.discovery import discover
@@ -172,28 +227,42 @@ def found() -> dict[str, list[type]]:
         "models": discover("zoo", PolicyModule),
         "tasks": discover("tasks", Task),
         "sources": discover("datamodules", Source),
+        "data modules": discover("datamodules", LightningDataModule),
+        "strategies": discover("zoo", Strategy),
+        "callbacks": discover("callbacks", Callback),
     }
 
 
 def description(cls: type) -> str:
-    """The first sentence of the class's docstring, on one line."""
-    paragraph = " ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split())
-    sentence = re.match(r"(.+?[.:;])(?:\s|$)", paragraph)
-    return (sentence[1] if sentence else paragraph) or "(no description)"
+    """The first sentence of the class's docstring, on one line (whole: a ``:`` or ``;`` does not
+    end it)."""
+    return _first_sentence(" ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split())) or "(no description)"
+
+
+def _first_sentence(paragraph: str) -> str:
+    """Up to the first full stop followed by a capital letter, or the whole paragraph (so
+    ``e.g.`` and ``zoo.x`` do not end a sentence)."""
+    sentence = re.match(r"(.+?\.)\s+(?=[A-Z`])", paragraph)
+    return sentence[1] if sentence else paragraph
 
 
 def snippet(cls: type) -> str:
     """A one-line YAML value selecting ``cls``: its shortest import path, and its required arguments
     (a tiny checkpoint for a model's ``pretrained``, else ``<name>`` placeholders)."""
-    package = cls.__module__.split(".")[0]
-    short = f"{package}.{cls.__name__}"
-    path = short if getattr(importlib.import_module(package), cls.__name__, None) is cls else _path(cls)
+    path = _short_path(cls)
     tiny = list(getattr(cls, "tiny_checkpoints", ()))
     required = {name: tiny[0] if name == "pretrained" and tiny else f"<{name}>" for name in _required(cls)}
     if not required:
         return f"{{class_path: {path}}}"
     shown = ", ".join(f"{name}: {json.dumps(value)}" for name, value in required.items())
     return f"{{class_path: {path}, init_args: {{{shown}}}}}"
+
+
+def _short_path(cls: type) -> str:
+    """``<package>.<name>`` where the package exports ``cls``, else its full import path."""
+    package = cls.__module__.split(".")[0]
+    short = f"{package}.{cls.__name__}"
+    return short if getattr(importlib.import_module(package), cls.__name__, None) is cls else _path(cls)
 
 
 def _required(cls: type) -> list[str]:

@@ -210,6 +210,20 @@ class Options:
     json: str | None = None
     merge: list[str] | None = None
     threads: int = 2
+    #: The steps the claim declares (its ``steps`` default): fewer decide nothing (`verdict_line`).
+    budget: int | None = None
+
+    def __post_init__(self):
+        self.budget = self.steps if self.budget is None else self.budget
+
+
+def verdict_line(held: bool | None, note: str, rows: list[dict], budget: int) -> str:
+    """The verdict: ``inconclusive`` when an arm ran fewer steps than the claim declares (a few
+    steps decide nothing either way), else held / did not hold / not decided."""
+    ran = min((row["steps"] for row in rows), default=budget)
+    if ran < budget:
+        return f"verdict: inconclusive (ran {ran} of the {budget} steps the claim declares): {note}"
+    return f"verdict: {'not decided' if held is None else 'held' if held else 'did not hold'} at this scale: {note}"
 
 
 def paired(rows: list[dict], first: str, second: str) -> list[tuple[int, dict, dict]]:
@@ -246,8 +260,8 @@ def run_claim(
     held, note = verdict(rows)
     print(f"claim: {claim}")
     print(table(rows, train_keys, eval_parts))
-    print(f"verdict: {'not decided' if held is None else 'held' if held else 'did not hold'} at this scale: {note}")
-    result = {"claim": claim, "held": held, "note": note, "rows": rows}
+    print(verdict_line(held, note, rows, args.budget))
+    result = {"claim": claim, "held": held, "note": note, "budget": args.budget, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return result

@@ -4,8 +4,8 @@ default).
 Visual Jigsaw (arXiv 2509.25190, §4.1) removes the KL term and trains from the Instruct model;
 Jigsaw-R1 and R1-AQA keep beta 0.04 to the initial policy. The question checked here: does the
 penalty hold a policy back when it must move far from where it started? The quickstart task (4-way
-rotation of synthetic scenes, 56 px, one letter), B=8 x G=8 with the fast recipe of the LEARNABILITY
-notes (lr 1e-3, entropy bonus 0.02), trained with beta 0 and with beta 0.04 (k3).
+rotation of synthetic scenes, 56 px, one letter), B=8 x G=8 with the fast recipe measured when zoo
+was planned (lr 1e-3, entropy bonus 0.02), trained with beta 0 and with beta 0.04 (k3).
 """
 
 from __future__ import annotations

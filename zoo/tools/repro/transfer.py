@@ -22,7 +22,7 @@ from datamodules import PretextDataModule
 from datamodules.sources.base import Source
 from tasks import Task
 from zoo.tools import perception_base
-from zoo.tools.repro.common import Options, Recorder, chosen_arms, window
+from zoo.tools.repro.common import Options, Recorder, chosen_arms, verdict_line, window
 from zoo.tools.repro.downstream import DownstreamProbe, downstream_scores
 
 BASE = "tiny:qwen2_5_vl_perception"
@@ -272,8 +272,8 @@ def run_transfer_claim(
         scores = ", ".join(f"{k} {v:.2f}" for k, v in r["after"]["downstream"].items())
         print(f"| {r['arm']} | seed {r['seed']} | {r['steps']} steps | {scores} | CPU {r['cpu_s']:.0f} s |")
     print(summary_table(rows, columns))
-    print(f"verdict: {'not decided' if held is None else 'held' if held else 'did not hold'} at this scale: {note}")
-    result = {"claim": claim, "held": held, "note": note, "rows": rows}
+    print(verdict_line(held, note, rows, args.budget))
+    result = {"claim": claim, "held": held, "note": note, "budget": args.budget, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
