@@ -203,7 +203,7 @@ class Scale:
 def table(results: list[dict]) -> str:
     """Markdown rows per setting, then per path the fitted MiB per scored token."""
     lines = [
-        "| path | rows x length | scored tokens | peak over the pass (MiB) | MiB per token | CPU s |",
+        "| path | rows x length | scored tokens | peak rise over the pass (MiB) | rise / token (MiB) | CPU s |",
         "|---|---|---|---|---|---|",
     ]
     paths: dict[str, list[tuple[int, float]]] = {}
