@@ -35,7 +35,12 @@ class HeadBypass(nn.Module):
 
 def chunkable_head(model: nn.Module) -> nn.Linear | None:
     """The model's output head when the chunked path can stand in for it: a plain linear layer
-    whose logits the model returns unchanged (no final soft-capping or logit scale); else None."""
+    whose logits the model returns unchanged (no final soft-capping or logit scale), in a model
+    that FSDP2 does not shard (it frees the gathered head after the forward); else None."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        return None
     head = model.get_output_embeddings()
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     rescaled = getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", 1.0) != 1.0
