@@ -25,10 +25,10 @@ from zoo.batch import PromptBatch
 from zoo.checkpoints import is_checkpoint
 from zoo.features import encoded_once
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
-from zoo.rollout import logprobs
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling, completion_ids
 from zoo.rollout.hf import HFEngine
 from zoo.rollout.rollout import Rollout, completion_mask
+from zoo.rollout.scoring import score_tokens
 from zoo.rollout.seeds import example_row_seeds
 from zoo.sharding import reshard, shard
 
@@ -64,6 +64,10 @@ class PolicyModule(LightningModule, ABC):
             encodes every completion's copy. The log-probs are the same either way.
         trim_padding: Scoring passes leave out the prompt padding and completion tail that no row of
             the micro-batch uses. The log-probs are the same either way.
+        score_chunk_tokens: Scoring passes apply the output head to the final hidden states this
+            many tokens at a time and recompute each chunk's logits in the backward, so memory grows
+            with the chunk instead of with micro-batch x completion length x vocabulary; None
+            materialises the full logits. Same log-probs and gradients either way.
         share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders
             and the prompt prefill run once per prompt and the KV cache is repeated G times (same
             completions as G copies of the prompt, for the same seed). False repeats every prompt G
@@ -103,6 +107,7 @@ class PolicyModule(LightningModule, ABC):
         gradient_checkpointing: bool = False,
         reuse_media_features: bool = True,
         trim_padding: bool = True,
+        score_chunk_tokens: int | None = 256,
         share_prefix: bool = True,
         cache_implementation: str = "dynamic",
         compile_decode: bool = False,
@@ -113,6 +118,8 @@ class PolicyModule(LightningModule, ABC):
             raise ValueError(f"dtype must be one of {sorted(DTYPES)} or None, got {dtype!r}")
         if cache_implementation not in CACHES:
             raise ValueError(f"cache_implementation must be one of {CACHES}, got {cache_implementation!r}")
+        if score_chunk_tokens is not None and score_chunk_tokens < 1:
+            raise ValueError(f"score_chunk_tokens must be at least 1 or null, got {score_chunk_tokens}")
         if compile_decode and cache_implementation != "static":
             raise ValueError(
                 "compile_decode needs cache_implementation: static (a dynamic cache changes shape "
@@ -131,6 +138,7 @@ class PolicyModule(LightningModule, ABC):
         self.gradient_checkpointing = gradient_checkpointing
         self.reuse_media_features = reuse_media_features
         self.trim_padding = trim_padding
+        self.score_chunk_tokens = score_chunk_tokens
         self.share_prefix = share_prefix
         self.cache_implementation = cache_implementation
         self.compile_decode = compile_decode
@@ -345,41 +353,35 @@ class PolicyModule(LightningModule, ABC):
             self._synced = (step, self._loads)
 
     def token_log_probs(
-        self,
-        rollout: Rollout,
-        rows: Tensor,
-        model: nn.Module | None = None,
-    ) -> tuple[Tensor, Tensor]:
+        self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None, entropy: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
         """Log-probs of the sampled tokens and the per-token entropy under ``model`` (default: the
         policy).
 
         Logits are divided by the sampling temperature and banned tokens masked, so the distribution
-        matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows; with
-        ``trim_padding`` the columns after the rows' longest completion are 0 (no row counts them).
+        matches the one that was sampled. Returns two ``[n, L]`` tensors for the ``n`` rows, 0 past
+        each row's completion (outside ``completion_mask``); ``entropy`` False gives None for the
+        entropy and skips its work.
         """
-        scores = self.token_scores(rollout, rows, model)
+        scores = self.token_scores(rollout, rows, model, entropy)
         return scores["logps"], scores["entropy"]
 
-    def token_scores(self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None) -> dict[str, Tensor]:
+    def token_scores(
+        self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None, entropy: bool = True
+    ) -> dict[str, Tensor]:
         """`token_log_probs` (``logps``, ``entropy``) and ``greedy``: whether each completion token
-        is the most likely one (what SFT's token accuracy counts), all ``[n, L]``."""
+        is the most likely one (what SFT's token accuracy counts), all ``[n, L]``
+        (`zoo.rollout.scoring`)."""
         model = model or self.model
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
+        ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]
         with self.media_once(model, rollout, rows, inputs):
-            out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
-        ids = rollout.completion_ids[rows, :length]
-        # the last length + 1 positions: some models (Qwen2-Audio) ignore logits_to_keep and return
-        # them all
-        logits = out.logits[:, -(length + 1) : -1]  # [n, length, V]
-        logps, entropy = logprobs.token_log_probs(logits, ids, rollout.temperature, self.banned_mask)  # [n, length]
-        greedy = logits.masked_fill(self.banned_mask, float("-inf")).argmax(dim=-1) == ids  # [n, length]
+            scores = score_tokens(
+                model, inputs, ids, mask, rollout.temperature, self.banned_mask, self.score_chunk_tokens, entropy
+            )
         cut = (0, rollout.completion_ids.shape[1] - length)
-        return {
-            "logps": nn.functional.pad(logps, cut),
-            "entropy": nn.functional.pad(entropy, cut),
-            "greedy": nn.functional.pad(greedy, cut),
-        }  # [n, L]
+        return {k: None if v is None else nn.functional.pad(v, cut) for k, v in scores.items()}  # [n, L]
 
     def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
         """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each
@@ -402,7 +404,7 @@ class PolicyModule(LightningModule, ABC):
         adapters switched off, otherwise a copy loaded once from ``pretrained`` on first use."""
         if self.lora is not None:
             with adapters_disabled(self.model):
-                return self.token_log_probs(rollout, rows)[0]
+                return self.token_log_probs(rollout, rows, entropy=False)[0]
         if "_reference" not in self.__dict__:  # kept out of the module tree: never trained nor saved
             reference, _ = self._load_pretrained()
             reference.eval().requires_grad_(False)
@@ -410,7 +412,7 @@ class PolicyModule(LightningModule, ABC):
             self.__dict__["_reference"] = reference.to(self.device)
         reference = self.__dict__["_reference"]
         try:
-            return self.token_log_probs(rollout, rows, model=reference)[0]
+            return self.token_log_probs(rollout, rows, model=reference, entropy=False)[0]
         finally:
             reshard(reference)
 
