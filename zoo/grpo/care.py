@@ -106,7 +106,9 @@ class CARE(Guidance):
         (plan,) = strategy.plan([torch.arange(rollout.size)])
         with torch.no_grad():
             for chunk, live in plan:
-                logps = module.token_log_probs(rollout, chunk, model=self._ema)[0].double().cpu()  # [n, L]
+                logps = (
+                    module.token_log_probs(rollout, chunk, model=self._ema, entropy=False)[0].double().cpu()
+                )  # [n, L]
                 m = mask[chunk].cpu().to(logps.dtype)
                 if live:
                     out[chunk] = ((logps * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)).exp()

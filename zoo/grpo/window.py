@@ -134,7 +134,11 @@ def no_grad_log_probs(module, rollout: Rollout, plan: list, reference: bool) -> 
     log-probs' own dtype; rows outside the plan are 0."""
     out = None
     for chunk, _ in plan:
-        logps = module.reference_log_probs(rollout, chunk) if reference else module.token_log_probs(rollout, chunk)[0]
+        logps = (
+            module.reference_log_probs(rollout, chunk)
+            if reference
+            else module.token_log_probs(rollout, chunk, entropy=False)[0]
+        )
         if out is None:
             out = torch.zeros(rollout.completion_ids.shape, dtype=logps.dtype, device=logps.device)
         out[chunk] = logps
