@@ -70,10 +70,11 @@ def test_entropulse_switches_to_sft_and_back(tmp_path, monkeypatch):
     assert rl["train/entropulse/buffer"] == 8  # every example's completions count as successes at success 0
     assert sft["train/entropulse/phases"] == 1 and sft["train/entropulse/sft_loss"] > 0
     # the SFT step samples nothing (the buffer waits for the next RL step's 8 examples), so its row
-    # holds no reward, and, unlike GRPO steps whose rewards are all 0, it has a gradient
+    # holds no reward, and it has a gradient (a GRPO step has none when all its rewards are 0)
     assert "train/reward" not in sft and "train/reward" in again
     assert sft["train/entropulse/buffer"] == 8 and again["train/entropulse/buffer"] == 16
-    assert rl["train/grpo/grad_norm"] == 0.0 and sft["train/grpo/grad_norm"] > 0.0
+    assert sft["train/grpo/grad_norm"] > 0.0
+    assert rl["train/grpo/grad_norm"] == 0.0 or rl["train/reward"] > 0.0
 
 
 def test_srl_rewards_the_asked_step(tmp_path, monkeypatch):

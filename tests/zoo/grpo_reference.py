@@ -264,7 +264,7 @@ class TablePolicy(LightningModule):
             temperature=temperature,
         )
 
-    def token_log_probs(self, rollout, rows, theta=None):
+    def token_log_probs(self, rollout, rows, theta=None, entropy=True):
         theta = self.theta if theta is None else theta
         blocks = getattr(rollout, "blocks", None)  # a teacher-forced rollout names each row's sample
         keys = torch.tensor(

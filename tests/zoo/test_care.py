@@ -58,7 +58,7 @@ class StubPolicy(torch.nn.Module):
         self.model = torch.nn.Linear(1, 1)
         self.logps = logps
 
-    def token_log_probs(self, rollout, rows, model=None):
+    def token_log_probs(self, rollout, rows, model=None, entropy=True):
         assert model is not None and model is not self.model  # scored by the EMA copy
         return self.logps[rows], torch.zeros_like(self.logps[rows])
 

@@ -48,7 +48,10 @@ def test_list_prints_every_class_with_its_details(capsys):
     for cls in found:
         assert f"{cls.__module__}.{cls.__qualname__}" in out
     for cls in discover(zoo, PolicyModule):
-        line = next(line for line in out.splitlines() if cls.__qualname__ in line)
+        # its own row (another class's description may name it too)
+        line = next(
+            line for line in out.splitlines() if line.lstrip().startswith(f"{cls.__module__}.{cls.__qualname__}")
+        )
         assert all(ckpt in line for ckpt in cls.tiny_checkpoints) and all(m in line for m in cls.content_kinds)
     table = rows()
     assert [r[1] for r in table["tasks"]] == [c.name for c in discover(tasks, Task)]
