@@ -19,6 +19,7 @@ from typing import Literal
 from PIL import Image
 
 from tasks.base import Example, SkipItem, Task
+from tasks.regions import Region
 
 _NUM = r"\s*(\d{1,6}(?:\.\d{1,6})?)\s*"
 # the three ways models write a box, matched on the stripped answer; numbers and separators
@@ -145,10 +146,11 @@ class BoxTask(IoUTask):
         box = self.region(example, answer)
         return None if box is None else self.graded(box_iou(box, example.answer))
 
-    def parse_answer(self, example: Example, answer: str) -> tuple[float, ...] | None:
-        """The box `region` reads (``[1, 2, 3, 4]`` and ``(1.0,2.0),(3.0,4.0)`` are one box)."""
+    def parse_answer(self, example: Example, answer: str) -> Region | None:
+        """The box `region` reads (``[1, 2, 3, 4]`` and ``(1.0,2.0),(3.0,4.0)`` are one box), as a
+        ballot that majority voting counts by overlap (`tasks.regions.region_winner`)."""
         box = self.region(example, answer)
-        return None if box is None else tuple(box)
+        return None if box is None else Region(tuple(box), *self.bounds(example))
 
     def region(self, example: Example, answer: str | None) -> list[float] | None:
         """The answered box, or None for an invalid answer or a box leaving the image (what

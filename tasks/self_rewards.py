@@ -16,7 +16,6 @@ is what is paid.
 from __future__ import annotations
 
 import copy
-import math
 import random
 from collections import Counter
 from collections.abc import Hashable
@@ -27,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from tasks.base import Example, Reward, SelfReward, SkipItem, Task
+from tasks.regions import Region, cells, density, vote_grid
 
 #: ``Example.meta`` key marking the two halves of a Co-Reward pair: ``"question"``, then its
 #: ``"rewrite"``.
@@ -303,14 +303,12 @@ class RegionConsistency(SelfReward):
             self._cells(task, example, text, width, height) if truth.parts["format"] else None
             for text, truth in zip(group, truths, strict=True)
         ]
-        grid = np.zeros((height, width), np.int32)  # [H, W] votes
-        for box in filter(None, boxes):
-            grid[box[1] : box[3], box[0] : box[2]] += 1
+        grid = vote_grid(boxes, width, height)  # [H, W] votes
         peak = int(grid.max())
         abstain = peak < self.min_votes
         logged = {"consensus": peak / len(group), "abstained": float(abstain)}
         return [
-            paid(task, truth, 0.0 if abstain or box is None else _density(grid, box, peak), **logged)
+            paid(task, truth, 0.0 if abstain or box is None else density(grid, box, peak), **logged)
             for truth, box in zip(truths, boxes, strict=True)
         ]
 
@@ -320,17 +318,4 @@ class RegionConsistency(SelfReward):
         region = task.region(example, task.extract_answer(text))
         if region is None:
             return None
-        x1, y1, x2, y2 = region
-        if x1 == x2 and y1 == y2:  # a point: the square around it
-            x1, y1, x2, y2 = x1 - self.point_size, y1 - self.point_size, x2 + self.point_size, y2 + self.point_size
-        cells = (max(0, math.floor(x1)), max(0, math.floor(y1)), min(width, math.ceil(x2)), min(height, math.ceil(y2)))
-        area = (cells[2] - cells[0]) * (cells[3] - cells[1])
-        if cells[2] <= cells[0] or cells[3] <= cells[1] or area > self.max_area * width * height:
-            return None
-        return cells
-
-
-def _density(grid: np.ndarray, box: tuple, peak: int) -> float:
-    """Mean vote over the cells of ``box`` divided by the grid's highest vote, in (0, 1]."""
-    x1, y1, x2, y2 = box
-    return float(grid[y1:y2, x1:x2].sum()) / (peak * (x2 - x1) * (y2 - y1))
+        return cells(Region(tuple(region), width, height), self.point_size, self.max_area)

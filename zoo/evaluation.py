@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from tasks.regions import Region, region_winner
 from zoo import data
 from zoo.data import verify
 
@@ -52,7 +53,10 @@ def majority_at_k(ballots: list[Hashable | None], accuracy: Tensor, n: int, k: i
         accuracy: The ``accuracy`` reward part of each sample, ``[B * n]``.
         n: Samples per example.
         k: Samples that vote, ``1 <= k <= n``: the first k (the samples are independent, so any k
-            are alike in expectation). A tie goes to the answer stated first.
+            are alike in expectation). A tie goes to the answer stated first. Regions
+            (`tasks.regions.Region`, the ballots of grounding tasks) vote by overlap, as GUI-RC
+            does: the one that lies most within the consensus of the k wins
+            (`tasks.regions.region_winner`).
     """
     if not 1 <= k <= n:
         raise ValueError(f"maj@k needs 1 <= k <= n, got k={k}, n={n}")
@@ -62,8 +66,12 @@ def majority_at_k(ballots: list[Hashable | None], accuracy: Tensor, n: int, k: i
         if not votes:
             out.append(0.0)
             continue
+        group = ballots[start : start + k]
+        if all(isinstance(v, Region) for v in votes):  # grounding: GUI-RC's vote by overlap
+            out.append(float(accuracy[start + region_winner(group)]))
+            continue
         winner = Counter(votes).most_common(1)[0][0]  # equal counts keep first-seen order
-        out.append(float(accuracy[start + ballots[start : start + k].index(winner)]))
+        out.append(float(accuracy[start + group.index(winner)]))
     return torch.tensor(out, dtype=torch.float64)  # [B]
 
 

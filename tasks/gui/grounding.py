@@ -12,6 +12,7 @@ import re
 
 from tasks.base import Example, SkipItem, Task
 from tasks.gui.common import GUITransition, Node
+from tasks.regions import Region
 
 # matched on the stripped answer: no two quantifiers compete for the same spaces, so no backtracking
 _POINT = re.compile(r"\(?\s*(\d{1,6}(?:\.\d{1,6})?)\s*,\s*(\d{1,6}(?:\.\d{1,6})?)\s*\)?")
@@ -80,10 +81,11 @@ class GUIGrounding(Task):
             return None
         return {"accuracy": float(Node(tuple(example.meta["box"])).contains(point[0], point[1]))}
 
-    def parse_answer(self, example: Example, answer: str) -> tuple[float, float] | None:
-        """The clicked point (``(12, 30)`` and ``(12.0,30)`` are one point)."""
+    def parse_answer(self, example: Example, answer: str) -> Region | None:
+        """The clicked point (``(12, 30)`` and ``(12.0,30)`` are one point), as a ballot that
+        majority voting counts by overlap (`tasks.regions.region_winner`)."""
         point = self.region(example, answer)
-        return None if point is None else (point[0], point[1])
+        return None if point is None else Region(tuple(point), *self.bounds(example))
 
     def region(self, example: Example, answer: str | None) -> list[float] | None:
         """The clicked point as a region ``[x, y, x, y]``, or None for an invalid answer or a point
