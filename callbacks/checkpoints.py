@@ -3,6 +3,7 @@ and the final weights always saved at the end of fit, or when a signal stops it.
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from weakref import proxy
 
@@ -51,10 +52,12 @@ class Checkpoints(ModelCheckpoint):
             self._save_stopped(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        # a signal that arrived during the validation after a step stops it before the step was
-        # saved; one process only (with several, the ranks may not all be here to save together)
+        # a signal that arrived after a step was done (during the validation after it, or before
+        # the next step began) stops fit before the step was saved; with several processes only
+        # when every rank stopped at the same place, so that they can save together
         stopped = isinstance(exception, SIGTERMException) and trainer.state.fn == "fit"
-        if stopped and trainer.world_size == 1 and not self._should_skip_saving_checkpoint(trainer):
+        together = trainer.world_size == 1 or _stopped_together(exception)
+        if stopped and together and not self._should_skip_saving_checkpoint(trainer):
             self._save_stopped(trainer)
 
     def _save_stopped(self, trainer) -> None:
@@ -93,6 +96,14 @@ def _signalled(trainer) -> bool:
     together."""
     received = bool(trainer.received_sigterm)
     return trainer.strategy.reduce_boolean_decision(received, all=False) if trainer.world_size > 1 else received
+
+
+def _stopped_together(exception: BaseException) -> bool:
+    """Whether Lightning raised ``exception`` where it broadcasts rank 0's SIGTERM flag at the start
+    of a training step: there every rank raises it at once, after a barrier."""
+    return any(
+        frame.f_code.co_name == "_broadcast_sigterm_tensor" for frame, _ in traceback.walk_tb(exception.__traceback__)
+    )
 
 
 def _fit_ends(trainer) -> bool:

@@ -40,7 +40,7 @@ from callbacks import Checkpoints, GRPOMetrics, Predictions, RolloutSampler, Ste
 from zoo.checkpoints import AtomicCheckpointIO, newest_loadable, unloadable
 from zoo.errors import user_error
 from zoo.export import as_pretrained, export
-from zoo.interrupts import Interrupts, stopped
+from zoo.interrupts import Interrupts, sigterm_without_collectives, stopped
 from zoo.policy import PolicyModule
 from zoo.preflight import check_gpu, check_not_shadowed, refuse_trainer_optimizer
 from zoo.quiet import quiet
@@ -127,6 +127,7 @@ class ZooTrainer(Trainer):
         )
         if type(self.strategy.checkpoint_io) is TorchCheckpointIO:  # Lightning's default: stages in TMPDIR
             self.strategy.checkpoint_io = AtomicCheckpointIO()
+        sigterm_without_collectives(self)
 
 
 def _with_default_callbacks(callbacks, kwargs: dict) -> list[Callback]:

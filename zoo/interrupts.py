@@ -45,3 +45,20 @@ class Interrupts:
             raise KeyboardInterrupt
         rank_zero_info("[zoo] Ctrl+C: stopping after this step, which is saved (Ctrl+C again stops at once)")
         during_a_run(signal.SIGTERM, frame)
+
+
+def sigterm_without_collectives(trainer) -> None:
+    """Make ``trainer``'s SIGTERM handler only note the signal (and pass it to the processes its
+    launcher started), as Lightning's did before 2.6: 2.6's handler also broadcasts from rank 0 from
+    inside the handler, a collective that can pair with whatever collective the other ranks are in
+    at that moment and hang them all. Lightning's broadcast of rank 0's flag at the start of every
+    training step, where all ranks are, already stops them together."""
+    connector = trainer._signal_connector
+
+    def note(signum, frame) -> None:
+        launcher = trainer.strategy.launcher
+        if not connector.received_sigterm and launcher is not None:
+            launcher.kill(signum)
+        connector.received_sigterm = True
+
+    connector._sigterm_notifier_fn = note  # looked up when fit registers its handlers
