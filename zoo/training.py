@@ -19,18 +19,24 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy, ParallelStrategy
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from zoo.checkpoints import check_index, read_checkpoint
 from zoo.data import check_data
 from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
+from zoo.rollout.progress import Every
 
 log = logging.getLogger(__name__)
 
 #: One micro-batch: the row indices it runs and its weight (0 for a padding pass that only keeps
 #: ranks in step).
 MicroBatch = tuple[Tensor, float]
+
+
+#: Seconds of a step's training passes between ``[zoo]`` lines saying how many are done.
+PROGRESS_EVERY = 10.0
 
 
 class ManualStep:
@@ -46,6 +52,7 @@ class ManualStep:
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.accumulate_grad_batches = 1
+        self._passes, self._progress = 0, Every(PROGRESS_EVERY)
 
     # ---- Lightning's seams ----------------------------------------------------------------------
     def connect(self, model) -> None:
@@ -118,6 +125,7 @@ class ManualStep:
         (each backward is a collective under DDP and FSDP2): one all-reduce for all. Each holds at
         most ``micro_batch_size`` rows and, when ``max_tokens_per_micro_batch`` is set and the
         sets' ``rollouts`` are given, rows packed by their real lengths (`pack_rows`)."""
+        self._passes, self._progress = 0, Every(PROGRESS_EVERY)  # a window's training begins
         budget = self.max_tokens_per_micro_batch
         chunks = [
             micro_batches(r, self.micro_batch_size, budget, None if budget is None else row_lengths(rollout, r))
@@ -137,6 +145,12 @@ class ManualStep:
         window's final pass), the others accumulate locally."""
         with self.sync_context(last):
             self.lightning_module.manual_backward(loss)
+        self._passes += 1
+        if self._progress.due():
+            rank_zero_info(
+                f"[zoo] training: {self._passes} forward and backward passes done, "
+                f"{self._progress.elapsed:.0f} s into this update"
+            )
 
     def sync_context(self, last: bool):
         """Skips the gradient all-reduce on every backward of the window but the last. It wraps the

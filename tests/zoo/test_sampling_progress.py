@@ -54,3 +54,24 @@ def test_generate_reports_only_when_slow(monkeypatch, caplog, slow):
     shown = lines(caplog)
     assert bool(shown) == slow  # 11 s between tokens: a line per token; a fast generate: none
     assert all("in each of 2 completions" in line for line in shown)
+
+
+def test_every_is_due_once_its_seconds_have_passed():
+    timer = progress.Every(10.0, clock=Clock(4.0))  # starts at 4
+    assert [timer.due() for _ in range(6)] == [False, False, True, False, False, True]  # 16 s, 28 s
+    assert timer.elapsed == 24.0
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_training_passes_report_only_when_slow(monkeypatch, caplog, slow):
+    from datamodules import PretextDataModule, SyntheticScenes
+    from tests.helpers import grpo_fit
+    from zoo import training
+
+    monkeypatch.setattr(training, "PROGRESS_EVERY", 0.0 if slow else 1e9)  # due at every pass, or never
+    data = PretextDataModule(SyntheticScenes(), Rotation(answer_format="bare"), batch_size=2, val_size=2)
+    with caplog.at_level(logging.INFO):
+        grpo_fit(QwenVLPolicy("tiny:qwen2_5_vl"), data, steps=1, micro_batch_size=1)  # 2 x 2 rows: 4 passes
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[zoo] training:")]
+    expected = [f"[zoo] training: {k} forward and backward passes done" for k in range(1, 5)] if slow else []
+    assert [line.split(",")[0] for line in reports] == expected

@@ -1,6 +1,7 @@
-"""`SamplingProgress`: a ``[zoo]`` line every few seconds of a long ``generate``, with the tokens
-sampled so far, so that a slow step (long completions on a CPU) shows it is moving; a fast one
-prints nothing."""
+"""Progress inside a long step, so that a slow one (long completions on a CPU) shows it is moving
+and a fast one prints nothing: `SamplingProgress`, a ``[zoo]`` line every few seconds of a long
+``generate`` with the tokens sampled so far; `Every`, the clock it and the training passes
+(`zoo.training.ManualStep.backward_pass`) report by."""
 
 from __future__ import annotations
 
@@ -10,6 +11,34 @@ from collections.abc import Callable
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from transformers import LogitsProcessor
+
+
+class Every:
+    """Due once ``every`` seconds have passed since it began or was last due.
+
+    Args:
+        every: Seconds between reports.
+        clock: Seconds, monotonic (None: ``time.monotonic``).
+    """
+
+    def __init__(self, every: float = 10.0, clock: Callable[[], float] | None = None):
+        self.every = every
+        self.clock = clock or time.monotonic
+        self.start = self.last = self.clock()
+        self.now = self.start
+
+    def due(self) -> bool:
+        """Whether a report is due now (then the next one is ``every`` seconds later)."""
+        self.now = self.clock()
+        if self.now - self.last < self.every:
+            return False
+        self.last = self.now
+        return True
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the start to the last reading."""
+        return self.now - self.start
 
 
 class SamplingProgress(LogitsProcessor):
@@ -28,17 +57,13 @@ class SamplingProgress(LogitsProcessor):
     ):
         self.prompt_length = prompt_length
         self.max_new_tokens = max_new_tokens
-        self.every = every
-        self.clock = clock or time.monotonic
-        self.start = self.last = self.clock()
+        self.timer = Every(every, clock)
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
-        now = self.clock()
-        if now - self.last >= self.every:
-            self.last = now
+        if self.timer.due():
             sampled = input_ids.shape[1] - self.prompt_length  # tokens per row so far, [N, T + sampled]
             rank_zero_info(
                 f"[zoo] sampling: {sampled} of at most {self.max_new_tokens} tokens in each of "
-                f"{input_ids.shape[0]} completions, {now - self.start:.0f} s into this rollout"
+                f"{input_ids.shape[0]} completions, {self.timer.elapsed:.0f} s into this rollout"
             )
         return scores
