@@ -162,10 +162,12 @@ def _qwen2_5_vl():
     return config, Qwen2_5_VLProcessor(tokenizer=tok, chat_template=CHAT_TEMPLATE, **tiny_vision_processors())
 
 
-def _qwen2_5_vl_3b():
+def _qwen2_5_vl_3b(text_layers: int = 36, vision_blocks: int = 32):
     """Qwen2.5-VL-3B-Instruct's published shapes (and vocabulary rows) with random weights and the
     tiny tokenizer and processor: for speed and memory measurements on a GPU (`zoo speed --model
-    tiny:qwen2_5_vl_3b`), not for training tests. Saved in bfloat16 (about 7.5 GB)."""
+    tiny:qwen2_5_vl_3b`), not for training tests. Saved in bfloat16 (about 7.5 GB). Fewer
+    ``text_layers`` / ``vision_blocks`` keep the widths (`zoo.tools.scale`); every 8th vision block
+    attends fully, as in the 3B, else the last."""
     from transformers import Qwen2_5_VLConfig
 
     _, processor = _qwen2_5_vl()
@@ -174,7 +176,7 @@ def _qwen2_5_vl_3b():
         text_config(tok),
         hidden_size=2048,
         intermediate_size=11008,
-        num_hidden_layers=36,
+        num_hidden_layers=text_layers,
         num_attention_heads=16,
         num_key_value_heads=2,
         max_position_embeddings=32768,
@@ -183,12 +185,12 @@ def _qwen2_5_vl_3b():
         tie_word_embeddings=True,
     )
     vision = dict(
-        depth=32,
+        depth=vision_blocks,
         hidden_size=1280,
         intermediate_size=3420,
         num_heads=16,
         out_hidden_size=2048,
-        fullatt_block_indexes=[7, 15, 23, 31],
+        fullatt_block_indexes=list(range(7, vision_blocks, 8)) or [vision_blocks - 1],
         window_size=112,
         patch_size=14,
     )

@@ -21,34 +21,17 @@ from pathlib import Path
 
 import torch
 
-# Qwen2.5-VL-3B-Instruct's published widths (hidden 2048, vocabulary 151,936, head tied)
-TEXT_3B = dict(
-    hidden_size=2048,
-    intermediate_size=11008,
-    num_attention_heads=16,
-    num_key_value_heads=2,
-    vocab_size=151936,
-    max_position_embeddings=32768,
-    tie_word_embeddings=True,
-)
-VISION_3B = dict(hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048)
 MIB = 2**20
 
 
 def real_width_config(text_layers: int, vision_blocks: int):
-    """The tiny Qwen2.5-VL's config (tokenizer ids, processor) with the 3B's widths and
-    vocabulary, ``text_layers`` decoder layers and ``vision_blocks`` vision blocks."""
-    from transformers import AutoConfig
+    """The tiny Qwen2.5-VL's tokenizer ids with the 3B's widths and vocabulary (its head tied),
+    ``text_layers`` decoder layers and ``vision_blocks`` vision blocks (`zoo.qwen_vl`'s
+    ``tiny:qwen2_5_vl_3b`` recipe)."""
+    from zoo.qwen_vl import _qwen2_5_vl_3b
 
-    from zoo import tiny
-
-    config = AutoConfig.from_pretrained(tiny.resolve("tiny:qwen2_5_vl")).to_dict()
-    rope = dict(config["text_config"]["rope_parameters"], mrope_section=[16, 24, 24])  # head_dim 128
-    config["text_config"].update(TEXT_3B, num_hidden_layers=text_layers, rope_parameters=rope)
-    config["text_config"].pop("layer_types", None)  # one per layer: rebuilt for the new count
-    config["vision_config"].update(VISION_3B, depth=vision_blocks, fullatt_block_indexes=[vision_blocks - 1])
-    config["tie_word_embeddings"] = True
-    return AutoConfig.for_model(**config)
+    config, _ = _qwen2_5_vl_3b(text_layers, vision_blocks)
+    return config
 
 
 @dataclass
