@@ -256,3 +256,23 @@ def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
 
     monkeypatch.setattr(ImageFile.ImageFile, "load", spy)
     return sizes
+
+
+def text_rollout(examples, num_generations: int, texts: list[str]):
+    """A `zoo.rollout.rollout.Rollout` of the given completion ``texts`` (``len(examples) *
+    num_generations``, rows of one example contiguous) and no real tokens: one placeholder token
+    each, all kept, none truncated; what a canned ``policy.sample`` returns to an evaluation."""
+    import torch
+
+    from zoo.rollout.rollout import Rollout
+
+    n = len(texts)
+    return Rollout(
+        list(examples),
+        None,
+        num_generations,
+        torch.zeros(n, 1, dtype=torch.long),
+        torch.ones(n, 1, dtype=torch.bool),
+        torch.zeros(n, dtype=torch.bool),
+        texts,
+    )

@@ -11,9 +11,9 @@ from lightning.pytorch import Trainer, seed_everything
 from callbacks import GRPOMetrics, Predictions
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import PatchPosition, Reward, Rotation
+from tests.helpers import text_rollout
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.evaluation import TaskMeans, example_scores, pass_at_k
-from zoo.rollout.rollout import Rollout
 
 
 @pytest.mark.parametrize(
@@ -135,16 +135,7 @@ def test_canned_policy_logs_hand_computed_accuracy_reward_and_pass_at_k(tmp_path
             for ex in examples
             for g in range(num_generations)
         ]
-        n = len(texts)
-        return Rollout(
-            list(examples),
-            None,
-            num_generations,
-            torch.zeros(n, 1, dtype=torch.long),
-            torch.ones(n, 1, dtype=torch.bool),
-            torch.zeros(n, dtype=torch.bool),
-            texts,
-        )
+        return text_rollout(examples, num_generations, texts)
 
     monkeypatch.setattr(policy, "sample", canned)
     trainer, rows = evaluate(

@@ -11,9 +11,9 @@ from lightning.pytorch import Trainer
 from callbacks import GRPOMetrics
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
+from tests.helpers import text_rollout
 from zoo import GRPOStrategy, QwenVLPolicy
 from zoo.evaluation import majority_at_k
-from zoo.rollout.rollout import Rollout
 
 
 def test_majority_at_k_by_hand():
@@ -56,16 +56,7 @@ def test_zoo_test_reports_maj_at_k_beside_pass_at_k(tmp_path, monkeypatch):
 
     def canned(examples, num_generations, **options):
         texts = [text for ex in examples for text in canned_texts(ex.answer)]
-        n = len(texts)
-        return Rollout(
-            list(examples),
-            None,
-            num_generations,
-            torch.zeros(n, 1, dtype=torch.long),
-            torch.ones(n, 1, dtype=torch.bool),
-            torch.zeros(n, dtype=torch.bool),
-            texts,
-        )
+        return text_rollout(examples, num_generations, texts)
 
     monkeypatch.setattr(policy, "sample", canned)
     strategy = GRPOStrategy(
