@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from tasks.base import Example, Reward, SelfReward, Task
-from tasks.self_rewards import ballots, paid, winner
+from tasks.self_rewards import ballots, check_pairs, paid, winner
 
 #: ``Example.meta`` key marking the two askings of an ACRE pair: ``"asked"``, then ``"reasked"``.
 ASKING_KEY = "acre"
@@ -54,12 +54,7 @@ class ACRE(SelfReward):
         return [question, reasked]
 
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
-        roles = [example.meta.get(ASKING_KEY) for example in examples]
-        if len(examples) % 2 or roles != ["asked", "reasked"] * (len(examples) // 2):
-            raise ValueError(
-                f"ACRE on {task.name!r} needs each question followed by its re-asking (the examples the "
-                f"task's make_examples makes); got roles {roles[:6]}"
-            )
+        check_pairs("ACRE", task, examples, ASKING_KEY, ("asked", "reasked"), "its re-asking")
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
         labels = [winner(cast[b ^ 1][1], 0.0)[0] for b in range(len(cast))]  # the other asking's majority
         return [_verified(task, *group, label) for group, label in zip(cast, labels, strict=True)]

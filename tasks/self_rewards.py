@@ -70,6 +70,18 @@ def paid(task: Task, truth: Reward, agreement: float, **logged: float) -> Reward
     return Reward(total=total, parts={**truth.parts, "agreement": agreement, **logged})
 
 
+def check_pairs(who: str, task: Task, examples: list[Example], key: str, roles: tuple[str, str], second: str) -> None:
+    """Raise ValueError unless ``examples`` come in pairs whose ``meta[key]`` are ``roles``, in
+    order: what a paired self-reward's ``make_examples`` makes (``second`` names the pair's second
+    example in the message)."""
+    found = [example.meta.get(key) for example in examples]
+    if len(examples) % 2 or found != list(roles) * (len(examples) // 2):
+        raise ValueError(
+            f"{who} on {task.name!r} needs each question followed by {second} (the examples the "
+            f"task's make_examples makes); got roles {found[:6]}"
+        )
+
+
 def _check_ratios(min_ratio: float, max_label_share: float) -> None:
     if not 0 <= min_ratio <= 1 or not 0 < max_label_share <= 1:
         raise ValueError(f"need min_ratio in [0, 1] and max_label_share in (0, 1], got {min_ratio}, {max_label_share}")
@@ -199,12 +211,7 @@ class CoReward(SelfReward):
         return [question, rewrite]
 
     def rewards(self, task: Task, examples: list[Example], completions: list[list[str]]) -> list[list[Reward]]:
-        roles = [example.meta.get(ROLE_KEY) for example in examples]
-        if len(examples) % 2 or roles != ["question", "rewrite"] * (len(examples) // 2):
-            raise ValueError(
-                f"CoReward on {task.name!r} needs each question followed by its rewrite (the "
-                f"examples the task's make_examples makes); got roles {roles[:6]}"
-            )
+        check_pairs("CoReward", task, examples, ROLE_KEY, ("question", "rewrite"), "its rewrite")
         cast = [ballots(task, example, group) for example, group in zip(examples, completions, strict=True)]
         voters = [cast[b ^ 1] for b in range(len(cast))]  # a question's voters are its rewrite's, and back
         labels = unshared([winner(keys, self.min_ratio) for _, keys in voters], self.max_label_share)

@@ -16,7 +16,7 @@ import resource
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -164,8 +164,8 @@ class Scale:
     json: str | None = None
 
     def __call__(self) -> list[dict]:
-        shared = dict(rows=self.rows, prompts=self.prompts, text_layers=self.text_layers)
-        shared |= dict(vision_blocks=self.vision_blocks, dtype=self.dtype, image_size=self.image_size)
+        # every field a Setting shares with this command, besides its length and chunk
+        shared = {f.name: getattr(self, f.name) for f in fields(Setting) if f.name not in ("length", "chunk")}
         settings = [Setting(n, None, **shared) for n in self.full_lengths]
         settings += [Setting(n, self.chunk, **shared) for n in self.lengths]
         results = [self._run(s) for s in settings]
