@@ -93,15 +93,22 @@ def condense(report: str) -> str:
     return f"{where}: {reason}" if where else reason
 
 
-def _inside_a_step(err: BaseException) -> bool:
+def _chain(err: BaseException, implicit: bool = False) -> Iterator[BaseException]:
+    """``err`` and the exceptions it was raised from (``raise ... from``; with ``implicit`` also
+    those it was raised while handling), each once."""
     seen = set()
-    cause = err
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if any(frame.f_code.co_name in STEP_FUNCTIONS for frame, _ in traceback.walk_tb(cause.__traceback__)):
-            return True
-        cause = cause.__cause__
-    return False
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or (err.__context__ if implicit else None)
+
+
+def _inside_a_step(err: BaseException) -> bool:
+    return any(
+        frame.f_code.co_name in STEP_FUNCTIONS
+        for cause in _chain(err)
+        for frame, _ in traceback.walk_tb(cause.__traceback__)
+    )
 
 
 def _heading(line: str) -> bool:
@@ -163,9 +170,7 @@ def refused_tag(err: BaseException) -> str | None:
     tag without a safe constructor): configs are data, so zoo builds nothing from a tag."""
     import yaml  # jsonargparse's own dependency
 
-    cause, seen = err, set()
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
+    for cause in _chain(err, implicit=True):
         if isinstance(cause, yaml.constructor.ConstructorError) and cause.problem_mark is not None:
             tag = (cause.problem or "").rpartition("tag ")[2].strip("'").replace("tag:yaml.org,2002:", "!!")
             mark = cause.problem_mark
@@ -174,5 +179,4 @@ def refused_tag(err: BaseException) -> str | None:
                 f"{where}, line {mark.line + 1}, column {mark.column + 1}: YAML tag {tag} refused: a config is"
                 " data, zoo builds no Python object from a tag (name classes with class_path / init_args)"
             )
-        cause = cause.__cause__ or cause.__context__
     return None
