@@ -16,8 +16,8 @@ from torch import Tensor
 from zoo import data
 from zoo.grpo.guidance import Guidance
 from zoo.grpo.window import last_chunk
+from zoo.hybrid.supervised import sft_passes
 from zoo.sft.demonstrations import teacher_forced
-from zoo.sft.functional import sft_loss, token_nll
 
 
 def chord_mu(step: int, peak: float, valley: float, warmup_steps: int, decay_steps: int) -> float:
@@ -112,20 +112,11 @@ class CHORD(Guidance):
         examples = [example for part in parts for example in part.rollout.examples]
         replies = [module.trainer.datamodule.demonstration(example) for example in examples]
         rollout, _ = teacher_forced(module, examples, replies, strategy.max_new_tokens)
-        mask = rollout.completion_mask  # [B', L]
-        count = strategy.reduce(mask.sum().float().to(strategy.root_device), reduce_op="sum")
-        divisor = max(float(count), 1.0) / strategy.world_size
-        (plan,) = strategy.plan([torch.arange(rollout.size)])
         syncs = last_chunk(parts) is None  # no GRPO pass follows: the last SFT pass synchronises
-        nll = torch.zeros((), device=strategy.root_device)
-        for i, (chunk, live) in enumerate(plan):
-            out = strategy.forward(rollout, chunk)
-            logps, m = out["logps"], mask[chunk].to(out["logps"].device)
-            weights = phi_weights(logps) if self.token_weights else None
-            loss = sft_loss(logps, m, "token", divisor=divisor, weights=weights)
-            strategy.backward_pass(loss * self._mu * live, last=syncs and i == len(plan) - 1)
-            nll += token_nll(logps.detach(), m).sum() * live
-        self._logged = {"train/hybrid/sft_loss": (float(nll) / max(float(mask.sum()), 1.0), float(mask.sum()))}
+        weights = phi_weights if self.token_weights else None
+        _, nll = sft_passes(strategy, rollout, self._mu, weights, syncs)
+        tokens = float(rollout.completion_mask.sum())
+        self._logged = {"train/hybrid/sft_loss": (float(nll) / max(tokens, 1.0), tokens)}
 
     def adjust(self, strategy, part, rows: Tensor, out: dict, per_token: Tensor, means) -> tuple[Tensor, Tensor]:
         if means is not None:

@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 
 from zoo.grpo.guidance import Guidance
+from zoo.hybrid.supervised import sft_passes
 from zoo.metrics import MetricMeans
 from zoo.sft.demonstrations import teacher_forced
-from zoo.sft.functional import sft_loss
 
 
 @dataclass
@@ -97,16 +97,7 @@ def supervised_update(strategy, rollout, means: MetricMeans) -> Tensor:
     """One SFT optimizer step on a teacher-forced rollout: the token-mean NLL over every rank, in
     the strategy's micro-batches, clipped and stepped as GRPO steps are (`zoo.training.ManualStep`).
     Returns this rank's share of the loss."""
-    mask = rollout.completion_mask  # [B, L]
-    count = strategy.reduce(mask.sum().float().to(strategy.root_device), reduce_op="sum")
-    divisor = max(float(count), 1.0) / strategy.world_size
-    (plan,) = strategy.plan([torch.arange(rollout.size)], [rollout])
-    total = torch.zeros((), device=strategy.root_device)
-    for i, (chunk, live) in enumerate(plan):
-        out = strategy.forward(rollout, chunk)
-        loss = sft_loss(out["logps"], mask[chunk].to(out["logps"].device), "token", divisor=divisor)
-        strategy.backward_pass(loss * live, last=i == len(plan) - 1)
-        total += loss.detach() * live
+    total, _ = sft_passes(strategy, rollout)
     skipped = strategy.step_optimizer(means, "train/grpo")
     means.add("train/grpo/skipped_steps", float(skipped))
     return total
