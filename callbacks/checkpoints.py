@@ -3,7 +3,6 @@ and the final weights always saved at the end of fit, or when a signal stops it.
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 from weakref import proxy
 
@@ -12,7 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.checkpoints import publish, remove_stale, temporary_path
-from zoo.errors import writing
+from zoo.errors import raised_in, writing
 
 
 class Checkpoints(ModelCheckpoint):
@@ -101,9 +100,7 @@ def _signalled(trainer) -> bool:
 def _stopped_together(exception: BaseException) -> bool:
     """Whether Lightning raised ``exception`` where it broadcasts rank 0's SIGTERM flag at the start
     of a training step: there every rank raises it at once, after a barrier."""
-    return any(
-        frame.f_code.co_name == "_broadcast_sigterm_tensor" for frame, _ in traceback.walk_tb(exception.__traceback__)
-    )
+    return raised_in(exception, {"_broadcast_sigterm_tensor"})
 
 
 def _fit_ends(trainer) -> bool:

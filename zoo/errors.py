@@ -11,7 +11,7 @@ import re
 import shutil
 import signal
 import traceback
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,12 +103,14 @@ def _chain(err: BaseException, implicit: bool = False) -> Iterator[BaseException
         err = err.__cause__ or (err.__context__ if implicit else None)
 
 
+def raised_in(err: BaseException, functions: Collection[str]) -> bool:
+    """Whether ``err`` was raised inside a function named one of ``functions`` (any frame of its
+    traceback)."""
+    return any(frame.f_code.co_name in functions for frame, _ in traceback.walk_tb(err.__traceback__))
+
+
 def _inside_a_step(err: BaseException) -> bool:
-    return any(
-        frame.f_code.co_name in STEP_FUNCTIONS
-        for cause in _chain(err)
-        for frame, _ in traceback.walk_tb(cause.__traceback__)
-    )
+    return any(raised_in(cause, STEP_FUNCTIONS) for cause in _chain(err))
 
 
 def _heading(line: str) -> bool:
