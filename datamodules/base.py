@@ -33,6 +33,7 @@ from datamodules.streams import (
     TrainStream,
 )
 from tasks import Example, Reward, Task
+from tasks.tools.base import Toolbox
 
 
 class PretextDataModule(LightningDataModule):
@@ -148,6 +149,10 @@ class PretextDataModule(LightningDataModule):
         for stream in self._streams.values():
             counts.update(stream.skip_counts)
         return dict(counts)
+
+    def toolbox(self, example: Example) -> Toolbox | None:
+        """The tools and turn limits of the task that made ``example`` (None: one turn)."""
+        return self._task_of(example).toolbox
 
     def verify(self, example: Example, completion: str) -> Reward:
         """Reward ``completion`` with the verifier of the task that made ``example``."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tasks import answers, reading
+from tasks.tools.base import Toolbox
 
 log = logging.getLogger(__name__)
 _LEVEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -200,6 +201,10 @@ class Task(ABC):
     #: labelled data that no pretext source makes. Every task states its own (a contract test
     #: checks).
     levels: ClassVar[dict[str, dict]]
+    #: The tools a policy may call before it answers and its turn limits (`tasks.tools.Toolbox`);
+    #: None: one turn, the answer. A task with tools verifies the whole transcript
+    #: (`tasks.tools.transcript`).
+    toolbox: Toolbox | None = None
 
     def __init__(
         self,
