@@ -150,6 +150,11 @@ class PretextDataModule(LightningDataModule):
             counts.update(stream.skip_counts)
         return dict(counts)
 
+    @property
+    def uses_tools(self) -> bool:
+        """Whether a task of this data module has tools: its rollouts are multi-turn."""
+        return any(task.toolbox is not None for mix in self._mixes for task in mix.tasks)
+
     def toolbox(self, example: Example) -> Toolbox | None:
         """The tools and turn limits of the task that made ``example`` (None: one turn)."""
         return self._task_of(example).toolbox

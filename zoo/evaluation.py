@@ -21,6 +21,7 @@ from torchmetrics import Metric
 from tasks.regions import Region, region_winner
 from zoo import data
 from zoo.data import verify
+from zoo.rollout.turns import sample_batch
 
 
 def is_correct(reward) -> bool:
@@ -221,18 +222,18 @@ class Evaluation:
         """The completions of ``batch`` under ``module`` (a `zoo.PolicyModule`), their rewards from
         the trainer's data module and their per-example scores."""
         n = self.num_generations
-        if self.temperature == 0:
-            rollout = module.sample(batch, n, max_new_tokens=self.max_new_tokens, greedy=True)
-        else:
-            rollout = module.sample(
-                batch,
-                n,
-                max_new_tokens=self.max_new_tokens,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                seed=self.seed,
-            )
         datamodule = module.trainer.datamodule
+        options = {"greedy": True} if self.temperature == 0 else {"temperature": self.temperature, "top_p": self.top_p}
+        rollout = sample_batch(
+            module,
+            datamodule,
+            batch,
+            n,
+            max_new_tokens=self.max_new_tokens,
+            seed=None if self.temperature == 0 else self.seed,
+            any_rank=module.trainer.strategy.any_rank if hasattr(module.trainer.strategy, "any_rank") else bool,
+            **options,
+        )
         rewards = verify(datamodule, rollout)
         ballots = None
         if self.maj_k:

@@ -30,7 +30,8 @@ from zoo.rollout.hf import HFEngine
 from zoo.rollout.rollout import Rollout, completion_mask
 from zoo.rollout.scoring import score_tokens
 from zoo.rollout.seeds import example_row_seeds
-from zoo.sharding import reshard, shard
+from zoo.rollout.turns import MultiTurnRollout, score_turns
+from zoo.sharding import is_sharded, reshard, shard
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
@@ -373,6 +374,10 @@ class PolicyModule(LightningModule, ABC):
         is the most likely one (what SFT's token accuracy counts), all ``[n, L]``
         (`zoo.rollout.scoring`)."""
         model = model or self.model
+        if isinstance(rollout, MultiTurnRollout):
+            return score_turns(
+                rollout, rows, lambda turn, local: self.token_scores(turn, local, model, entropy), is_sharded(model)
+            )
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]

@@ -44,6 +44,14 @@ def shard(model: nn.Module, mesh, **kwargs) -> None:
     fully_shard(model, mesh=mesh, **kwargs)
 
 
+def is_sharded(model: nn.Module) -> bool:
+    """Whether ``model`` is FSDP2-sharded (each of its forwards gathers weights with the other
+    ranks)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
 def reshard(model: nn.Module) -> None:
     """Shard again what a forward without backward left gathered: FSDP2 keeps the root unit's
     parameters (embeddings, head) after the forward for the backward it expects, which a frozen

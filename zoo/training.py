@@ -162,6 +162,12 @@ class ManualStep:
             return no_gradient_sync(self.lightning_module.model)
         return self.block_backward_sync()
 
+    def any_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (a collective when there are several)."""
+        if self.world_size == 1:
+            return flag
+        return bool(self.reduce(torch.tensor(float(flag), device=self.root_device), reduce_op="sum") > 0)
+
     def step_optimizer(self, means: MetricMeans, prefix: str, scale: float = 1.0) -> bool:
         """Scale the gradients, clip, step the optimizer and the scheduler; returns whether the
         update was skipped. A non-finite norm (a non-finite loss or an overflow) skips it, so the

@@ -21,6 +21,7 @@ from torch import Tensor
 from zoo.data import verify
 from zoo.grpo import functional as F
 from zoo.grpo.window import ScoredRollout
+from zoo.rollout.turns import sample_batch
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,12 @@ def score(strategy, examples: list) -> ScoredRollout:
     and verified."""
     module = strategy.lightning_module
     start = time.perf_counter()
-    rollout = module.sample(
+    rollout = sample_batch(
+        module,
+        module.trainer.datamodule,
         examples,
         strategy.guidance.sampled(strategy.num_generations),
+        any_rank=strategy.any_rank,
         max_new_tokens=strategy.max_new_tokens,
         temperature=strategy.temperature,
         top_p=strategy.top_p,
