@@ -155,6 +155,11 @@ class PretextDataModule(LightningDataModule):
         """Whether a task of this data module has tools: its rollouts are multi-turn."""
         return any(task.toolbox is not None for mix in self._mixes for task in mix.tasks)
 
+    @property
+    def max_turns(self) -> int:
+        """The most turns any task of this data module allows (1 without tools)."""
+        return max([1, *(task.toolbox.max_turns for mix in self._mixes for task in mix.tasks if task.toolbox)])
+
     def toolbox(self, example: Example) -> Toolbox | None:
         """The tools and turn limits of the task that made ``example`` (None: one turn)."""
         return self._task_of(example).toolbox

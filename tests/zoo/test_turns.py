@@ -14,10 +14,12 @@ from tasks import Example, Rotation
 from tasks.tools.base import TURN_BREAK, Call, Tool, Toolbox, ToolError, replay
 from tests.helpers import make_item
 from zoo import QwenVLPolicy
+from zoo.data import verify
 from zoo.grpo import functional as F
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
 from zoo.rollout.rollout import Rollout
 from zoo.rollout.turns import MultiTurnRollout, sample_turns
+from zoo.sft.demonstrations import teacher_forced
 
 G = 4
 
@@ -111,7 +113,9 @@ def test_rows_take_their_own_turns_and_the_completion_holds_only_the_policys_tok
     ]
     assert rollout.calls.tolist() == [1, 0, 0, 2] and rollout.invalid.tolist() == [False, False, True, False]
     assert [t.rows.tolist() for t in rollout.turns] == [[0, 1, 2, 3], [0, 3]]
-    for n, turns in enumerate([["<look>1</look>", "A"], ["B"], ["<look>x</look>"], ["<look>2</look>", "<look>1</look>"]]):
+    for n, turns in enumerate(
+        [["<look>1</look>", "A"], ["B"], ["<look>x</look>"], ["<look>2</look>", "<look>1</look>"]]
+    ):
         written = [i for text in turns for i in tokens(policy, text)]
         assert rollout.completion_ids[n, : len(written)].tolist() == written
         assert rollout.completion_mask[n].sum() == len(written)  # no template or tool token counted
@@ -174,7 +178,9 @@ def test_log_probs_and_gradients_of_a_two_turn_rollout_equal_the_hand_computed_o
 
     policy.model.zero_grad()
     loss = 0.0
-    for a, turns in zip(advantages, [["<look>1</look>", "A"], ["B"], ["<look>2</look>", "<look>1</look>"]]):
+    for a, turns in zip(
+        advantages, [["<look>1</look>", "A"], ["B"], ["<look>2</look>", "<look>1</look>"]], strict=True
+    ):
         row = []
         for t, text in enumerate(turns):
             messages = replay(ex.messages, turns[:t], BOX.tools, ex)
@@ -201,3 +207,37 @@ def test_scored_values_match_each_turns_single_turn_scores(scripted):
     assert torch.equal(ours[0, :n0], one[0, :n0])
     assert torch.equal(ours[0, n0 : n0 + 2], two[0, :2])
     assert torch.equal(ours[1, :2], one[1, :2]) and not ours[1, 2:].any()
+
+
+def test_a_multi_turn_demonstration_is_teacher_forced_turn_by_turn(policy):
+    ex = example()
+    demo = "<look>2</look>" + TURN_BREAK + "A"
+    rollout, dropped = teacher_forced(policy, [ex, ex], [demo, "B"], toolboxes=[BOX, None])
+    assert not dropped.any() and [t.rows.tolist() for t in rollout.turns] == [[0, 1], [0]]
+    with torch.no_grad():
+        ours = policy.token_scores(rollout, torch.arange(2))["logps"]
+        first = hand_log_probs(policy, ex.messages, tokens(policy, "<look>2</look>"))
+        second = hand_log_probs(policy, replay(ex.messages, ["<look>2</look>"], BOX.tools, ex), tokens(policy, "A"))
+    assert torch.allclose(ours[0, : len(first) + len(second)], torch.cat([first, second]), atol=1e-5)
+    assert rollout.completion_mask.sum(1).tolist() == [len(first) + len(second), len(tokens(policy, "B"))]
+
+
+class LookRotation(Rotation):
+    """Rotation with the `Look` tool (two turns)."""
+
+    toolbox = BOX
+
+
+def test_grpo_trains_a_tool_task_and_its_rollouts_take_several_turns(scripted, monkeypatch):
+    from datamodules import PretextDataModule, SyntheticScenes
+    from tests.helpers import grpo_fit
+
+    seen = []
+    monkeypatch.setattr("zoo.grpo.dynamic.verify", lambda dm, rollout: seen.append(rollout) or verify(dm, rollout))
+    data = PretextDataModule(
+        SyntheticScenes(image_size=28), [LookRotation(answer_format="bare")], batch_size=2, val_size=2
+    )
+    before = {n: p.detach().clone() for n, p in scripted.model.named_parameters()}
+    grpo_fit(scripted, data, steps=1, num_generations=G, max_new_tokens=48)
+    assert isinstance(seen[0], MultiTurnRollout) and seen[0].calls.tolist() == [1, 0, 0, 2] * 2
+    assert any(not torch.equal(p, before[n]) for n, p in scripted.model.named_parameters())

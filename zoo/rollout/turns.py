@@ -82,11 +82,18 @@ def sample_batch(policy, datamodule, examples: list, num_generations: int, **opt
     """`sample_turns` when the data module has a task with tools (`datamodules.PretextDataModule`'s
     ``uses_tools``; decided by the data module, not the batch, so every rank runs the same loop),
     else the policy's single-turn `sample`; ``options`` as `sample_turns` takes them."""
-    if not getattr(datamodule, "uses_tools", False):
+    boxes = toolboxes(datamodule, examples)
+    if boxes is None:
         options.pop("any_rank", None)
         return policy.sample(examples, num_generations, **options)
-    boxes = [datamodule.toolbox(example) for example in examples]
-    return sample_turns(policy, examples, num_generations, boxes, **options)
+    return sample_turns(policy, examples, num_generations, boxes, max_turns=datamodule.max_turns, **options)
+
+
+def toolboxes(datamodule, examples: list) -> list[Toolbox | None] | None:
+    """Each example's toolbox when the data module has a task with tools, else None."""
+    if not getattr(datamodule, "uses_tools", False):
+        return None
+    return [datamodule.toolbox(example) for example in examples]
 
 
 def sample_turns(
@@ -96,6 +103,7 @@ def sample_turns(
     toolboxes: list[Toolbox | None],
     *,
     max_new_tokens: int,
+    max_turns: int | None = None,
     any_rank: Callable[[bool], bool] = bool,
     **sampling,
 ) -> MultiTurnRollout:
@@ -108,6 +116,8 @@ def sample_turns(
         toolboxes: Each example's tools and turn limits (None: it answers in one turn).
         max_new_tokens: Tokens a row may write over all its turns (a toolbox's ``turn_tokens``
             bounds each turn too).
+        max_turns: Turns the loop may run, the same on every rank (the data module's largest
+            ``max_turns``); None: the largest of ``toolboxes``.
         any_rank: Whether any rank still has a row going, given whether this one has (a collective
             under several processes, so every rank samples the same number of turns; a rank with
             none left samples a stand-in turn that is thrown away).
@@ -120,7 +130,7 @@ def sample_turns(
     rows = [_Row(list(examples[n // g].messages), max_new_tokens) for n in range(len(examples) * g)]
     limits = [box.max_turns if box else 1 for box in toolboxes]
     turns: list[Turn] = []
-    for t in range(max(limits)):
+    for t in range(max_turns or max(limits)):
         going = [n for n, row in enumerate(rows) if not row.done]
         if t > 0 and not any_rank(bool(going)):
             break
@@ -204,20 +214,35 @@ def _advance(row: _Row, rollout: Rollout, i: int, box: Toolbox | None, example, 
 
 
 def _assemble(policy, examples: list, g: int, rows: list[_Row], turns: list[Turn], width: int) -> MultiTurnRollout:
-    """The rollout of every row's turns laid end to end in ``[N, L]`` completion tensors."""
+    """The sampled rollout: every row's turns laid end to end."""
+    return lay_out(
+        examples,
+        g,
+        turns,
+        [transcript(row.turns) for row in rows],
+        policy.eos_ids[0],
+        calls=torch.tensor([row.calls for row in rows]),
+        invalid=torch.tensor([row.invalid for row in rows]),
+    )
+
+
+def lay_out(examples: list, g: int, turns: list[Turn], completions: list[str], eos: int, **more) -> MultiTurnRollout:
+    """The multi-turn rollout of ``turns``: each row's counted tokens of every turn at its offsets
+    in ``[N, L]`` completion tensors (padded with ``eos``); ``more`` sets `MultiTurnRollout`'s
+    other fields."""
     first = turns[0].rollout
-    n_rows = len(rows)
-    length = max(width - row.budget for row in rows)
-    ids = torch.full((n_rows, max(length, 1)), policy.eos_ids[0], dtype=torch.long, device=first.completion_ids.device)
+    device = first.completion_ids.device
+    ends = [t.offsets + t.rollout.completion_mask.sum(1).cpu() for t in turns if len(t.rows)]
+    length = max(int(torch.cat(ends).max()), 1)
+    ids = torch.full((len(completions), length), eos, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids, dtype=torch.bool)
-    truncated = torch.zeros(n_rows, dtype=torch.bool, device=ids.device)
+    truncated = torch.zeros(len(completions), dtype=torch.bool, device=device)
     for turn in turns:
-        counted = turn.rollout.completion_mask  # [n, L_t]
-        local, column = counted.nonzero(as_tuple=True)
-        row_ids, col_ids = turn.rows.to(ids.device)[local], turn.offsets.to(ids.device)[local] + column
-        ids[row_ids, col_ids] = turn.rollout.completion_ids[local, column]
-        mask[row_ids, col_ids] = True
-        truncated[turn.rows.to(ids.device)] = turn.rollout.truncated  # a later turn overrides
+        local, column = turn.rollout.completion_mask.nonzero(as_tuple=True)  # counted tokens of the turn
+        rows, columns = turn.rows.to(device)[local], turn.offsets.to(device)[local] + column
+        ids[rows, columns] = turn.rollout.completion_ids[local, column]
+        mask[rows, columns] = True
+        truncated[turn.rows.to(device)] = turn.rollout.truncated  # a later turn overrides
     return MultiTurnRollout(
         examples=list(examples),
         prompts=first.prompts,
@@ -225,11 +250,10 @@ def _assemble(policy, examples: list, g: int, rows: list[_Row], turns: list[Turn
         completion_ids=ids,
         completion_mask=mask,
         truncated=truncated,
-        completions=[transcript(row.turns) for row in rows],
+        completions=completions,
         temperature=first.temperature,
         turns=turns,
-        calls=torch.tensor([row.calls for row in rows]),
-        invalid=torch.tensor([row.invalid for row in rows]),
+        **more,
     )
 
 

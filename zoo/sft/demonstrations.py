@@ -9,10 +9,14 @@ the end-of-turn token. The same rows can join a GRPO group as off-policy samples
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
+from tasks.tools.base import replay, turns_of
 from zoo.rollout.rollout import Rollout
+from zoo.rollout.turns import Turn, lay_out
 
 
 def _text_only(messages: list[dict], as_parts: bool) -> list[dict]:
@@ -101,9 +105,36 @@ def teacher_forced(
     examples: list,
     replies: list[str],
     max_tokens: int | None = None,
+    toolboxes: list | None = None,
 ) -> tuple[Rollout, Tensor]:
     """The demonstrations of a batch as a one-sample rollout (``G = 1``, temperature 1), ready for
-    `zoo.PolicyModule.token_scores`; and the ``[B]`` rows left out (see `demonstration_ids`)."""
+    `zoo.PolicyModule.token_scores`; and the ``[B]`` rows left out (see `demonstration_ids`).
+
+    With ``toolboxes`` (each example's `tasks.tools.Toolbox`, None for a one-turn task) a reply is a
+    transcript: its turns are teacher-forced one by one after the conversation the tools make of
+    the turns before (`tasks.tools.replay`), as a multi-turn rollout samples them;
+    ``max_tokens`` bounds each turn."""
+    if toolboxes is None:
+        return _one_turn(policy, examples, replies, max_tokens)
+    turns_by_row = [turns_of(reply) if box else [reply] for reply, box in zip(replies, toolboxes, strict=True)]
+    turns, dropped = [], torch.zeros(len(examples), dtype=torch.bool)
+    written = torch.zeros(len(examples), dtype=torch.long)  # tokens of each row's turns so far
+    for t in range(max(len(row) for row in turns_by_row)):
+        rows = [b for b, row in enumerate(turns_by_row) if len(row) > t]
+        asked = [_after(examples[b], turns_by_row[b][:t], toolboxes[b]) for b in rows]
+        rollout, left_out = _one_turn(policy, asked, [turns_by_row[b][t] for b in rows], max_tokens)
+        dropped[rows] |= left_out
+        turns.append(Turn(rollout, torch.tensor(rows), written[rows].clone()))
+        written[rows] += rollout.completion_mask.sum(1).cpu()
+    return lay_out(examples, 1, turns, list(replies), policy.eos_ids[0]), dropped
+
+
+def _after(example, turns: list[str], box):
+    """``example`` asked after ``turns``: its conversation with their tool results."""
+    return example if not turns else replace(example, messages=replay(example.messages, turns, box.tools, example))
+
+
+def _one_turn(policy, examples: list, replies: list[str], max_tokens: int | None) -> tuple[Rollout, Tensor]:
     ids, mask, truncated, dropped = demonstration_ids(policy, examples, replies, max_tokens)
     prompts = policy.encode(examples).to(policy.device)
     rollout = Rollout(

@@ -22,6 +22,7 @@ from zoo import data
 from zoo.devices import FSDP2, OneDevice
 from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
+from zoo.rollout.turns import toolboxes
 from zoo.sft import functional as F
 from zoo.sft.demonstrations import teacher_forced
 from zoo.training import ManualStep, check_micro_batching
@@ -109,7 +110,8 @@ class SFTMixin(ManualStep):
         means = MetricMeans()
         start = time.perf_counter()
         replies = [module.trainer.datamodule.demonstration(example) for example in batch]
-        rollout, dropped = teacher_forced(module, batch, replies, self.max_target_tokens)
+        boxes = toolboxes(module.trainer.datamodule, batch)
+        rollout, dropped = teacher_forced(module, batch, replies, self.max_target_tokens, boxes)
         if dropped.any():
             _log_dropped(batch, dropped)
         loss = self._update(rollout, means, step=self.steps_now(batch_idx))
