@@ -8,72 +8,19 @@ import random
 
 import pytest
 import torch
-from PIL import Image
 
 from tasks import Example, Rotation
-from tasks.tools.base import TURN_BREAK, Call, Tool, Toolbox, ToolError, replay
+from tasks.tools.base import TURN_BREAK, replay
 from tests.helpers import make_item
+from tests.zoo.tool_script import BOX, SCRIPT, LookRotation, Scripted
 from zoo import QwenVLPolicy
 from zoo.data import verify
 from zoo.grpo import functional as F
-from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
 from zoo.rollout.rollout import Rollout
 from zoo.rollout.turns import MultiTurnRollout, sample_turns
 from zoo.sft.demonstrations import teacher_forced
 
 G = 4
-
-
-class Look(Tool):
-    """``<look>k</look>``: a k-pixel-wide grey image; k = 9 is refused, k = 8 crashes."""
-
-    name = "look"
-    syntax = "<look>k</look>"
-
-    def parse(self, arguments: str) -> tuple:
-        if not arguments.strip().isdigit():
-            raise ToolError(f"not a number: {arguments!r}")
-        return (int(arguments),)
-
-    def run(self, call: Call, example) -> list[dict]:
-        (k,) = call.args
-        if k == 9:
-            raise ToolError("k = 9 is out of the image")
-        if k == 8:
-            raise RuntimeError("a bug in the tool")
-        return [{"type": "image", "image": Image.new("RGB", (28 * k, 28), (100, 100, 100))}]
-
-
-BOX = Toolbox((Look(),), max_turns=2)
-
-# what sample g writes at each turn (turn 1 only for rows still going)
-SCRIPT = {
-    0: ["<look>1</look>", "B", "<look>x</look>", "<look>2</look>"],
-    1: {0: "A", 3: "<look>1</look>"},
-}
-
-
-class Scripted(RolloutEngine):
-    """Writes `SCRIPT`: the turn is read from the example's uid (``.../g/turnT`` after turn 0)."""
-
-    def sync_weights(self, policy) -> None:
-        return None
-
-    def offload(self) -> None:
-        return None
-
-    def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> list[list[int]]:
-        out = []
-        for ex in prompts.examples:
-            for g in range(n):
-                if "/turn" in ex.uid:
-                    _, sample, _ = ex.uid.rsplit("/", 2)
-                    text = SCRIPT[1][int(sample)]
-                else:
-                    text = SCRIPT[0][g]
-                ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-                out.append((ids + [sampling.eos_ids[0]])[: sampling.max_new_tokens])
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -220,12 +167,6 @@ def test_a_multi_turn_demonstration_is_teacher_forced_turn_by_turn(policy):
         second = hand_log_probs(policy, replay(ex.messages, ["<look>2</look>"], BOX.tools, ex), tokens(policy, "A"))
     assert torch.allclose(ours[0, : len(first) + len(second)], torch.cat([first, second]), atol=1e-5)
     assert rollout.completion_mask.sum(1).tolist() == [len(first) + len(second), len(tokens(policy, "B"))]
-
-
-class LookRotation(Rotation):
-    """Rotation with the `Look` tool (two turns)."""
-
-    toolbox = BOX
 
 
 def test_grpo_trains_a_tool_task_and_its_rollouts_take_several_turns(scripted, monkeypatch):

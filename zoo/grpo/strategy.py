@@ -235,6 +235,14 @@ class GRPOMixin(ManualStep):
             )
         return None
 
+    def setup(self, trainer) -> None:
+        super().setup(trainer)
+        if getattr(trainer.datamodule, "uses_tools", False) and type(self.guidance) is not Guidance:
+            raise ValueError(
+                f"{type(self.guidance).__name__} cannot train tasks with tools: its expert rows are single-turn "
+                "(train the tool task with plain GRPO, or cold-start it with SFT first)"
+            )
+
     def data_needs(self) -> list[data.Need]:
         needs = [data.REWARDS, *self.guidance.data_needs()]
         return needs + [data.REFILLS] if self.refill_rounds else needs

@@ -237,7 +237,7 @@ def lay_out(examples: list, g: int, turns: list[Turn], completions: list[str], e
     ids = torch.full((len(completions), length), eos, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids, dtype=torch.bool)
     truncated = torch.zeros(len(completions), dtype=torch.bool, device=device)
-    for turn in turns:
+    for turn in (t for t in turns if len(t.rows)):  # an empty turn: this rank's stand-in
         local, column = turn.rollout.completion_mask.nonzero(as_tuple=True)  # counted tokens of the turn
         rows, columns = turn.rows.to(device)[local], turn.offsets.to(device)[local] + column
         ids[rows, columns] = turn.rollout.completion_ids[local, column]
