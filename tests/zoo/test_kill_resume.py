@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import Rotation
+from tests.zoo.tool_script import CallsFirst, LookRotation
 from zoo import GRPOStrategy, QwenVLPolicy
 
 ROOT = Path(__file__).parents[2]
@@ -36,13 +37,15 @@ class KillAt(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def train(save_dir: str, kill_at: int | None = None, resume: bool = False) -> dict:
-    """The run under test: checkpoints to ``save_dir`` every step (keeping ``last.ckpt``)."""
+def train(save_dir: str, kill_at: int | None = None, resume: bool = False, tools: bool = False) -> dict:
+    """The run under test: checkpoints to ``save_dir`` every step (keeping ``last.ckpt``); with
+    ``tools`` a two-turn tool task whose even samples call the tool first (`tool_script`)."""
     torch.manual_seed(0)
-    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    engine = {"engine": CallsFirst()} if tools else {}
+    policy = QwenVLPolicy("tiny:qwen2_5_vl", optimizer=partial(torch.optim.AdamW, lr=1e-3), **engine)
     data = PretextDataModule(
         SyntheticScenes(size=100),
-        Rotation(labels="letters", answer_format="bare"),
+        (LookRotation if tools else Rotation)(labels="letters", answer_format="bare"),
         batch_size=4,
         val_size=0,
         epoch_size=12,
@@ -51,7 +54,7 @@ def train(save_dir: str, kill_at: int | None = None, resume: bool = False) -> di
     callbacks += [KillAt(kill_at)] if kill_at else []
     trainer = Trainer(
         max_steps=STEPS,
-        strategy=GRPOStrategy(num_generations=4, max_new_tokens=3, entropy_coef=0.05),
+        strategy=GRPOStrategy(num_generations=4, max_new_tokens=24 if tools else 3, entropy_coef=0.05),
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -68,14 +71,17 @@ def in_subprocess(call: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
-    killed = in_subprocess(f"train({str(tmp_path)!r}, kill_at=3)")
+@pytest.mark.parametrize("tools", [False, True], ids=["one turn", "tool turns"])
+def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path, tools):
+    killed = in_subprocess(f"train({str(tmp_path)!r}, kill_at=3, tools={tools})")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert torch.load(tmp_path / "last.ckpt", weights_only=True)["global_step"] == 2  # step 3's save never ran
     out = tmp_path / "resumed.pt"
-    resumed = in_subprocess(f"import torch; torch.save(train({str(tmp_path)!r}, resume=True), {str(out)!r})")
+    resumed = in_subprocess(
+        f"import torch; torch.save(train({str(tmp_path)!r}, resume=True, tools={tools}), {str(out)!r})"
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    straight = train(str(tmp_path / "straight"))
+    straight = train(str(tmp_path / "straight"), tools=tools)
     after = torch.load(out, weights_only=True)
     for name, value in straight.items():
         torch.testing.assert_close(after[name], value, rtol=0, atol=1e-6, msg=name)

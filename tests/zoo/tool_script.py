@@ -9,6 +9,7 @@ from PIL import Image
 from tasks import Rotation
 from tasks.tools.base import Call, Tool, Toolbox, ToolError
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
+from zoo.rollout.hf import HFEngine
 
 
 class Look(Tool):
@@ -81,3 +82,15 @@ class LookRotation(Rotation):
     """Rotation with the `Look` tool (two turns)."""
 
     toolbox = BOX
+
+
+class CallsFirst(HFEngine):
+    """The policy's own seeded sampling, except that the first turn of every even sample is a
+    `Look` call: the later turns of those rows are sampled by the model under the tool's result."""
+
+    def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> list[list[int]]:
+        sampled = super().generate(prompts, n, sampling).tolist()  # [N, L]
+        if any("/turn" in ex.uid for ex in prompts.examples):
+            return sampled
+        call = self.policy.tokenizer("<look>1</look>", add_special_tokens=False)["input_ids"] + [sampling.eos_ids[0]]
+        return [call if row % n % 2 == 0 else ids for row, ids in enumerate(sampled)]
