@@ -27,6 +27,7 @@ from zoo.data import check_data
 from zoo.evaluation import Evaluation
 from zoo.metrics import MetricMeans
 from zoo.rollout.progress import Every
+from zoo.rollout.turns import MultiTurnRollout
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +240,10 @@ def row_lengths(rollout, rows: Tensor) -> Tensor:
     """Prompt tokens (padding left out) and completion columns (through the last counted token, at
     least 1) of ``rows`` of ``rollout``, ``[n, 2]``: what a trimmed scoring pass holds of each row
     (`zoo.rollout.Rollout.model_inputs`)."""
-    prompt = rollout.prompts.tensors["attention_mask"].sum(1)[rows // rollout.num_generations]  # [n]
+    if isinstance(rollout, MultiTurnRollout):  # each turn's pass reads the conversation so far
+        prompt = rollout.prompt_tokens()[rows.cpu()]  # [n]
+    else:
+        prompt = rollout.prompts.tensors["attention_mask"].sum(1)[rows // rollout.num_generations]  # [n]
     counted = rollout.completion_mask[rows]  # [n, L]
     positions = torch.arange(1, counted.shape[1] + 1, device=counted.device)  # [L]
     completion = (counted * positions).amax(1).clamp(min=1)  # [n]

@@ -182,3 +182,14 @@ def test_grpo_trains_a_tool_task_and_its_rollouts_take_several_turns(scripted, m
     grpo_fit(scripted, data, steps=1, num_generations=G, max_new_tokens=48)
     assert isinstance(seen[0], MultiTurnRollout) and seen[0].calls.tolist() == [1, 0, 0, 2] * 2
     assert any(not torch.equal(p, before[n]) for n, p in scripted.model.named_parameters())
+
+
+def test_a_token_budget_counts_every_turns_prompt(scripted):
+    from zoo.training import row_lengths
+
+    rollout = sample_turns(scripted, [example()], G, [BOX], max_new_tokens=32, seed=0)
+    first = int(rollout.prompts.tensors["attention_mask"].sum())
+    second = rollout.turns[1].rollout.prompts.tensors["attention_mask"].sum(1).tolist()  # rows 0 and 3
+    lengths = row_lengths(rollout, torch.arange(G))
+    assert lengths[:, 0].tolist() == [first + second[0], first, first, first + second[1]]
+    assert lengths[:, 1].tolist() == rollout.completion_mask.sum(1).tolist()

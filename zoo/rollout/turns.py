@@ -65,6 +65,16 @@ class MultiTurnRollout(Rollout):
     def model_inputs(self, rows: Tensor, trim: bool = False) -> dict[str, Tensor]:
         raise TypeError("a multi-turn rollout is scored turn by turn (zoo.rollout.turns.score_turns)")
 
+    def prompt_tokens(self) -> Tensor:
+        """Prompt tokens each row's scoring passes read, over all its turns ``[N]`` (padding left
+        out): what a token budget counts besides the completion."""
+        out = torch.zeros(self.size, dtype=torch.long)
+        for turn in self.turns:
+            if len(turn.rows):
+                per_prompt = turn.rollout.prompts.tensors["attention_mask"].sum(1).cpu()  # [prompts]
+                out[turn.rows] += per_prompt[torch.arange(len(turn.rows)) // turn.rollout.num_generations]
+        return out
+
 
 @dataclass
 class _Row:
