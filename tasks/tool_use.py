@@ -1,0 +1,93 @@
+"""What every task whose policy may call tools shares: the transcript rules, a grounding reward for
+the first call (MGPO, arXiv 2507.05920, rewards where the crop lands) and the expert transcript.
+
+A transcript earns nothing unless each turn before the last is one well-formed call that can run
+and the last is an answer; it may answer at once. Asked without tools (the control arm), the same
+examples take a single answer turn.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+from tasks.base import Example, Reward, Task
+from tasks.tools.base import Call, Toolbox, read_turn, transcript, turns_of
+
+
+class ToolUseTask(Task):
+    """A task whose policy may call the tools of ``toolbox`` before it answers; subclasses name the
+    calls an expert makes (`expert_calls`) and score the first call (`grounding`), and list
+    ``"grounding"`` in ``parts``.
+
+    Args:
+        toolbox: The tools and turn limits; None asks for the answer in one turn, with no tool.
+        grounding_weight: Weight of the ``grounding`` part in the total (0 with no toolbox).
+        **kwargs: Answer format options, see `tasks.Task`.
+    """
+
+    def __init__(self, toolbox: Toolbox | None, grounding_weight: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        if grounding_weight < 0:
+            raise ValueError(f"grounding_weight must be >= 0, got {grounding_weight}")
+        self.toolbox = toolbox
+        self.grounding_weight = grounding_weight if toolbox is not None else 0.0
+
+    @property
+    def max_reward(self) -> float:
+        return super().max_reward + self.grounding_weight
+
+    @abstractmethod
+    def expert_calls(self, example: Example) -> list[str]:
+        """The call turns an expert writes before answering (with the tool's tags)."""
+
+    @abstractmethod
+    def grounding(self, example: Example, calls: list[Call]) -> float | None:
+        """How well the calls aim at what the question is about, in [0, 1] (0 with no call); None
+        when one of them cannot run on the example."""
+
+    def read(self, completion: str) -> tuple[list[Call], str] | None:
+        """The calls and the answer turn of a transcript; None when it breaks the rules: more turns
+        than allowed, a turn before the last that is not one well-formed call, a last turn that is
+        not an answer."""
+        turns = turns_of(completion)
+        tools = self.toolbox.tools if self.toolbox is not None else ()
+        if len(turns) > (self.toolbox.max_turns if self.toolbox is not None else 1):
+            return None
+        actions = [read_turn(turn, tools) for turn in turns]
+        if actions[-1].kind != "answer" or any(action.kind != "call" for action in actions[:-1]):
+            return None
+        return [action.call for action in actions[:-1]], turns[-1]
+
+    def extract_answer(self, completion: str) -> str | None:
+        read = self.read(completion)
+        return None if read is None else super().extract_answer(read[1])
+
+    def verify(self, example: Example, completion: str) -> Reward:
+        """The answer turn's reward plus the weighted ``grounding``; nothing for a transcript that
+        breaks the rules (`read`)."""
+        read = self.read(completion)
+        grounding = None if read is None else self.grounding(example, read[0])
+        if grounding is None:
+            parts = dict.fromkeys((*self.parts, "format"), 0.0)
+            if self.repetition_penalty > 0:
+                parts["repetition"] = 0.0
+            return Reward(total=0.0, parts=parts)
+        reward = super().verify(example, read[1])
+        reward.parts["grounding"] = grounding
+        reward.total += self.grounding_weight * grounding
+        return reward
+
+    def render_answer(self, example: Example) -> str:
+        """The expert's calls, then the answer (the answer alone with no toolbox)."""
+        return self._after_calls(example, super().render_answer(example))
+
+    def demonstration(self, example: Example) -> str:
+        reasoning = self.reasoning(example) if self.think else ""
+        if not reasoning:  # the base's demonstration is then render_answer, calls included
+            return self.render_answer(example)
+        return self._after_calls(example, super().demonstration(example))
+
+    def _after_calls(self, example: Example, answer: str) -> str:
+        if self.toolbox is None:
+            return answer
+        return transcript([*self.expert_calls(example), answer])
