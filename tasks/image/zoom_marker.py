@@ -91,7 +91,7 @@ class ZoomMarker(ToolUseTask):
         colours = rng.choice(_COLOURS)
         pattern = rng.choice(self.patterns)
         full = self.render(item, box, colours, pattern)
-        view = full.resize((self.view_size,) * 2, Image.Resampling.BOX)
+        view = self.shrink(full)
         meta = {SHOWN_SIZE: [self.view_size] * 2, "box": box, "patterns": self.patterns}
         messages = self.user_message([{"type": "image", "image": view}], self._question())
         return Example(messages, pattern, self.name, meta, tool_media={FULL_IMAGE: full})
@@ -113,6 +113,11 @@ class ZoomMarker(ToolUseTask):
             mask[..., None], colours[0], colours[1]
         )
         return Image.fromarray(pixels)
+
+    def shrink(self, full: Image.Image) -> Image.Image:
+        """The shown view: each ``zoom x zoom`` block of ``full`` averaged (a box filter, which
+        blends every pattern exactly)."""
+        return full.resize((self.view_size,) * 2, Image.Resampling.BOX)
 
     def _question(self) -> str:
         size = f"{self.view_size}x{self.view_size}"

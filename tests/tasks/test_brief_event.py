@@ -71,6 +71,13 @@ def test_the_verifier_table():
     assert start / 4.0 == 1.5
 
 
+def test_only_the_first_seek_is_grounded():
+    task, example = made(max_turns=3)
+    right = answer(task, example)
+    assert task.verify(example, transcript(["<seek>1.5</seek>", "<seek>3.5</seek>", right])).total == 2.0
+    assert task.verify(example, transcript(["<seek>3.5</seek>", "<seek>1.5</seek>", right])).total == 1.5
+
+
 def test_the_demonstration_replays_to_the_flash():
     task, example = made()
     demonstration = task.demonstration(example)

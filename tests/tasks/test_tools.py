@@ -69,10 +69,17 @@ def test_the_box_is_clamped_to_the_shown_image():
     assert shown_box((10, 20, 50, 60), [224, 168]) == (10, 20, 50, 60)
 
 
-@pytest.mark.parametrize("box", [(230, 0, 300, 50), (-50, 10, 0, 40), (0, 168, 10, 200), (0, 0, 100, 4)])
-def test_a_box_with_no_area_left_or_a_sliver_is_refused(box):
-    # outside right, left of 0 (zero width once clamped), below the bottom, 25 times wider than tall
-    with pytest.raises(ToolError):
+@pytest.mark.parametrize(
+    "box, why",
+    [
+        ((230, 0, 300, 50), "outside"),  # right of the image
+        ((-50, 10, 0, 40), "outside"),  # zero width once clamped
+        ((0, 168, 10, 200), "outside"),  # below the bottom
+        ((0, 0, 100, 4), "longer than wide"),  # 25 times wider than tall
+    ],
+)
+def test_a_box_with_no_area_left_or_a_sliver_is_refused(box, why):
+    with pytest.raises(ToolError, match=why):
         shown_box(box, [224, 168])
 
 
