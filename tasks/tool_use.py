@@ -11,7 +11,9 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from tasks.base import Example, Reward, Task
-from tasks.tools.base import Call, Toolbox, read_turn, transcript, turns_of
+from tasks.grounding import box_iou
+from tasks.tools.base import Call, Toolbox, ToolError, read_turn, transcript, turns_of
+from tasks.tools.crop_zoom import SHOWN_SIZE, CropZoom, shown_box
 
 
 class ToolUseTask(Task):
@@ -91,3 +93,27 @@ class ToolUseTask(Task):
         if self.toolbox is None:
             return answer
         return transcript([*self.expert_calls(example), answer])
+
+
+def times(calls: int) -> str:
+    """How often a prompt says a tool may be called: ``once`` or ``up to 3 times``."""
+    return "once" if calls == 1 else f"up to {calls} times"
+
+
+def crop_offer(calls: int) -> str:
+    """The prompt's sentence offering `tasks.CropZoom` ``calls`` times."""
+    return (
+        f"Before answering you may zoom in {times(calls)}: reply with only {CropZoom.syntax}, the left, top, "
+        "right and bottom edges of a box in pixels of this image, and you will be shown that region at full "
+        "resolution."
+    )
+
+
+def crop_grounding(example: Example, calls: list[Call]) -> float | None:
+    """The IoU of the first crop, clamped to the shown image, with ``example.meta["box"]`` (shown
+    pixels); 0 with no crop, None when a crop cannot run."""
+    try:
+        boxes = [shown_box(call.args, example.meta[SHOWN_SIZE]) for call in calls]
+    except ToolError:
+        return None
+    return box_iou(boxes[0], example.meta["box"]) if boxes else 0.0

@@ -16,10 +16,9 @@ from PIL import Image
 
 from tasks import answers
 from tasks.base import Example, check_subset
-from tasks.grounding import box_iou
-from tasks.tool_use import ToolUseTask
-from tasks.tools.base import Call, Toolbox, ToolError
-from tasks.tools.crop_zoom import FULL_IMAGE, SHOWN_SIZE, CropZoom, shown_box
+from tasks.tool_use import ToolUseTask, crop_grounding, crop_offer
+from tasks.tools.base import Call, Toolbox
+from tasks.tools.crop_zoom import FULL_IMAGE, SHOWN_SIZE, CropZoom
 
 PATTERNS = {
     "horizontal": "horizontal stripes",
@@ -128,12 +127,7 @@ class ZoomMarker(ToolUseTask):
         )
         if self.toolbox is None:
             return question
-        calls = self.toolbox.max_turns - 1
-        return (
-            f"{question}\nBefore answering you may zoom in{' once' if calls == 1 else f' up to {calls} times'}: "
-            f"reply with only {CropZoom.syntax}, the left, top, right and bottom edges of a box in pixels of "
-            "this image, and you will be shown that region at full resolution."
-        )
+        return f"{question}\n{crop_offer(self.toolbox.max_turns - 1)}"
 
     def answer_text(self, example: Example) -> str:
         return answers.letter(example.meta["patterns"].index(example.answer))
@@ -146,11 +140,7 @@ class ZoomMarker(ToolUseTask):
         return ["<crop>{}, {}, {}, {}</crop>".format(*example.meta["box"])]
 
     def grounding(self, example: Example, calls: list[Call]) -> float | None:
-        try:
-            boxes = [shown_box(call.args, example.meta[SHOWN_SIZE]) for call in calls]
-        except ToolError:
-            return None
-        return box_iou(boxes[0], example.meta["box"]) if boxes else 0.0
+        return crop_grounding(example, calls)
 
 
 def pattern_mask(pattern: str, side: int) -> np.ndarray:

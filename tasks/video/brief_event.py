@@ -14,7 +14,7 @@ import numpy as np
 
 from tasks import answers
 from tasks.base import Example, SkipItem, Video, check_subset
-from tasks.tool_use import ToolUseTask
+from tasks.tool_use import ToolUseTask, times
 from tasks.tools.base import Call, Toolbox, ToolError
 from tasks.tools.frame_seek import FULL_VIDEO, FrameSeek
 from tasks.video.common import frames_of, video_part
@@ -117,10 +117,9 @@ class BriefEvent(ToolUseTask):
         )
         if self.toolbox is None:
             return question
-        calls = self.toolbox.max_turns - 1
         rate = meta["fps"] if self.seek.fps is None else min(self.seek.fps, meta["fps"])
         return (
-            f"{question}\nBefore answering you may look closer{' once' if calls == 1 else f' up to {calls} times'}: "
+            f"{question}\nBefore answering you may look closer {times(self.toolbox.max_turns - 1)}: "
             f"reply with only {FrameSeek.syntax}, a time in seconds from 0 to {duration:g}, and you will be shown "
             f"{self.seek.frames} frames around that time at about {rate:g} fps."
         )
