@@ -17,26 +17,22 @@ from tasks.tools.crop_zoom import SHOWN_SIZE, CropZoom, shown_box
 
 
 class ToolUseTask(Task):
-    """A task whose policy may call the tools of ``toolbox`` before it answers; subclasses name the
-    calls an expert makes (`expert_calls`) and score the first call (`grounding`), and list
-    ``"grounding"`` in ``parts``.
+    """A task whose policy may call the tools of its ``toolbox`` before it answers; subclasses set
+    it with `set_toolbox`, name the calls an expert makes (`expert_calls`), score the first call
+    (`grounding`) and list ``"grounding"`` in ``parts``."""
 
-    Args:
-        toolbox: The tools and turn limits; None asks for the answer in one turn, with no tool.
-        grounding_weight: Weight of the ``grounding`` part in the total (0 with no toolbox).
-        **kwargs: Answer format options, see `tasks.Task`.
-    """
+    grounding_weight: float = 0.0
 
-    def __init__(self, toolbox: Toolbox | None, grounding_weight: float = 0.0, **kwargs):
-        super().__init__(**kwargs)
+    def set_toolbox(self, toolbox: Toolbox | None, grounding_weight: float) -> None:
+        """Offer ``toolbox`` (None: the answer in one turn, no tool) and weigh the ``grounding``
+        part by ``grounding_weight`` in the total (it is 0 with no toolbox)."""
         if grounding_weight < 0:
             raise ValueError(f"grounding_weight must be >= 0, got {grounding_weight}")
-        self.toolbox = toolbox
-        self.grounding_weight = grounding_weight if toolbox is not None else 0.0
+        self.toolbox, self.grounding_weight = toolbox, grounding_weight
 
     @property
     def max_reward(self) -> float:
-        return super().max_reward + self.grounding_weight
+        return super().max_reward + (self.grounding_weight if self.toolbox is not None else 0.0)
 
     @abstractmethod
     def expert_calls(self, example: Example) -> list[str]:

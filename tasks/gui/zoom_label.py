@@ -59,11 +59,13 @@ class GUIZoomLabel(ToolUseTask):
         grounding_weight: float = 0.5,
         **kwargs,
     ):
-        toolbox = Toolbox((CropZoom(crop_pixels),), max_turns) if tools else None
-        super().__init__(toolbox, grounding_weight, **kwargs)
+        super().__init__(**kwargs)
+        self.set_toolbox(Toolbox((CropZoom(crop_pixels),), max_turns) if tools else None, grounding_weight)
+        self.tools, self.max_turns, self.crop_pixels = tools, max_turns, crop_pixels
         if zoom < 1 or choices < 2:
             raise ValueError(f"need zoom >= 1 and choices >= 2, got {zoom}, {choices}")
         self.zoom, self.choices = zoom, choices
+        self.kinds = kinds
         self.grounding_task = GUIGrounding(kinds, min_side=2 * zoom + 1)  # its targets
 
     def make_example(self, item: GUITransition, rng: random.Random) -> Example:

@@ -71,8 +71,9 @@ class ZoomMarker(ToolUseTask):
         grounding_weight: float = 0.5,
         **kwargs,
     ):
-        toolbox = Toolbox((CropZoom(crop_pixels),), max_turns) if tools else None
-        super().__init__(toolbox, grounding_weight, **kwargs)
+        super().__init__(**kwargs)
+        self.set_toolbox(Toolbox((CropZoom(crop_pixels),), max_turns) if tools else None, grounding_weight)
+        self.tools, self.max_turns, self.crop_pixels = tools, max_turns, crop_pixels
         check_subset("patterns", patterns, PATTERNS)
         if len(set(patterns)) != len(patterns) or len(patterns) < 2:
             raise ValueError(f"patterns must hold at least two distinct patterns, got {patterns}")

@@ -58,15 +58,16 @@ class BriefEvent(ToolUseTask):
         grounding_weight: float = 0.5,
         **kwargs,
     ):
-        toolbox = Toolbox((FrameSeek(seek_frames, seek_fps),), max_turns) if tools else None
-        super().__init__(toolbox, grounding_weight, **kwargs)
+        super().__init__(**kwargs)
+        self.seek = FrameSeek(seek_frames, seek_fps)
+        self.set_toolbox(Toolbox((self.seek,), max_turns) if tools else None, grounding_weight)
+        self.tools, self.max_turns, self.seek_frames, self.seek_fps = tools, max_turns, seek_frames, seek_fps
         check_subset("colours", colours, COLOURS)
         if len(set(colours)) != len(colours) or len(colours) < 2:
             raise ValueError(f"colours must hold at least two distinct colours, got {colours}")
         if not 1 <= length < stride:
             raise ValueError(f"need 1 <= length < stride, got length {length}, stride {stride}")
         self.colours, self.stride, self.length = list(colours), stride, length
-        self.seek = FrameSeek(seek_frames, seek_fps)
 
     def make_example(self, item: Video, rng: random.Random) -> Example:
         frames = frames_of(item)
