@@ -1,5 +1,9 @@
-"""What every task whose policy may call tools shares: the transcript rules, a grounding reward for
-the first call (MGPO, arXiv 2507.05920, rewards where the crop lands) and the expert transcript.
+"""What every task whose policy may call tools shares: the transcript rules, a ``grounding`` part
+for where the first call aims and the expert transcript.
+
+``grounding`` is shaping for small policies, weighted by each task's ``grounding_weight``: MGPO
+(arXiv 2507.05920) pays the final answer alone and finds grounding emerges, which
+``grounding_weight: 0`` reproduces.
 
 A transcript earns nothing unless each turn before the last is one well-formed call that can run
 and the last is an answer; it may answer at once. Asked without tools (the control arm), the same

@@ -1,6 +1,6 @@
 """CropZoom: cut a box of the shown image out of the full-resolution one and show it enlarged, the
-crop tool of "thinking with images" (DeepEyes, arXiv 2505.14362; MGPO, arXiv 2507.05920; ViGoRL,
-arXiv 2505.23678). Works on any image a task keeps in full (scenes, GUI screenshots).
+crop tool of "thinking with images" (DeepEyes, arXiv 2505.14362; MGPO, arXiv 2507.05920; ViGoRL).
+Works on any image a task keeps in full (scenes, GUI screenshots).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """FrameSeek: show the frames around a time of a video at a higher rate than the prompt samples
-them, the video counterpart of a crop (temporal "thinking with images": the frame-selection tools of
-VITAL, arXiv 2508.04416, and Video-MTR, arXiv 2508.20478).
+them, the video counterpart of a crop (temporal "thinking with images": VITAL's frame-sampling tool,
+arXiv 2508.04416).
 """
 
 from __future__ import annotations
