@@ -89,6 +89,10 @@ class Example:
         uid: A stable name of this example set by the data module (seed, split, epoch, index).
             Sampling noise is derived from it, so rollouts do not depend on how batches are split
             across ranks.
+        tool_media: Media the task's tools read and the policy sees only through them (the
+            full-resolution image a crop is cut from, every frame of a video: `tasks.tools`). Kept
+            out of ``meta``, which rollout logs, adapters and benchmark exports write as JSON;
+            never written anywhere, so an example read back from a file has none.
     """
 
     messages: list[dict]
@@ -96,6 +100,7 @@ class Example:
     task: str
     meta: dict = field(default_factory=dict)
     uid: str = ""
+    tool_media: dict = field(default_factory=dict, repr=False)
 
     @property
     def prompt_text(self) -> str:
