@@ -65,6 +65,23 @@ class MultiTurnRollout(Rollout):
     def model_inputs(self, rows: Tensor, trim: bool = False) -> dict[str, Tensor]:
         raise TypeError("a multi-turn rollout is scored turn by turn (zoo.rollout.turns.score_turns)")
 
+    def turns_taken(self) -> Tensor:
+        """Turns each row took ``[N]``."""
+        counts = torch.zeros(self.size, dtype=torch.long)
+        for turn in self.turns:
+            counts[turn.rows.cpu()] += 1
+        return counts
+
+    def row_turns(self, row: int) -> list[tuple[str, object]]:
+        """The turns row ``row`` took: each one's text and the example it was sampled from (whose
+        messages are the conversation before it, tool results included)."""
+        out = []
+        for turn in self.turns:
+            taken = (turn.rows == row).nonzero().flatten().tolist()
+            if taken:
+                out.append((turn.rollout.completions[taken[0]], turn.rollout.example(taken[0])))
+        return out
+
 
 @dataclass
 class _Row:
