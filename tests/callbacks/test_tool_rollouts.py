@@ -15,16 +15,23 @@ from PIL import Image
 from callbacks.rollout_media import THUMB_HEIGHT, tool_strip
 from callbacks.rollouts import RolloutSampler
 from tasks import Reward
-from tests.zoo.test_turns import BOX, G, example, policy, scripted  # noqa: F401  (fixtures)
 from zoo.grpo.window import WindowBatch, add_window_metrics
 from zoo.metrics import MetricMeans
-from zoo.rollout.turns import sample_turns
+
+G = 4
 
 
-@pytest.fixture
-def rollout(scripted):  # noqa: F811
-    # rows: look 1 then "A"; "B"; an invalid call; look 2 then a call with no turn left
-    return sample_turns(scripted, [example()], G, [BOX], max_new_tokens=32, seed=0)
+@pytest.fixture(scope="module")
+def rollout():
+    """Rows: look 1 then "A"; "B"; an invalid call; look 2 then a call with no turn left."""
+    # imported here, not at collection: its task class would join the task contract tests
+    from tests.zoo.test_turns import BOX, Scripted, example
+    from zoo import QwenVLPolicy
+    from zoo.rollout.turns import sample_turns
+
+    policy = QwenVLPolicy("tiny:qwen2_5_vl", engine=Scripted())
+    policy.configure_model()
+    return sample_turns(policy, [example()], G, [BOX], max_new_tokens=32, seed=0)
 
 
 def test_rollout_log_rows_carry_their_turns_and_a_strip_of_the_tool_results(tmp_path, rollout):
