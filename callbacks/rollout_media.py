@@ -1,5 +1,6 @@
 """What a rollout's prompt shows, in the forms loggers take: one image strip (the pictures `zoo
-preview` draws, side by side) and one audio track (the prompt's audio parts in order)."""
+preview` draws, side by side), one audio track (the prompt's audio parts in order) and, for a
+multi-turn row, one strip of what its tools returned."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import wave
 import numpy as np
 from PIL import Image
 
+from tasks import Example
 from zoo.panels import panels
 
 THUMB_HEIGHT = 128  # pixels of each picture in a strip
@@ -23,7 +25,24 @@ def media_strip(example) -> np.ndarray | None:
     """The pictures `zoo preview` draws of an example's prompt, side by side at `THUMB_HEIGHT`,
     ``[H, W, 3]`` uint8: its images, evenly spaced frames of each video, a spectrogram of each audio
     part and a front view of each point cloud, in prompt order. None for a text-only prompt."""
-    thumbs = [_thumbnail(panel.image) for panel in panels(example)]
+    return _strip(panels(example))
+
+
+def tool_strip(messages: list[dict]) -> np.ndarray | None:
+    """The pictures of the tool results of a multi-turn row (``messages``: the user messages its
+    tools added to the conversation, `tool_results`) side by side as in `media_strip`; None when
+    its tools returned no picture (or it made no call)."""
+    return _strip(panels(Example(messages, None, "tools")))
+
+
+def tool_results(conversation: list[dict], prompt: list[dict]) -> list[dict]:
+    """The user messages a row's tools added after ``prompt`` (the example's messages) in
+    ``conversation`` (the one its last turn was sampled from)."""
+    return [message for message in conversation[len(prompt) :] if message["role"] == "user"]
+
+
+def _strip(pictures: list) -> np.ndarray | None:
+    thumbs = [_thumbnail(panel.image) for panel in pictures]
     if not thumbs:
         return None
     gap = np.full((THUMB_HEIGHT, 4, 3), 255, np.uint8)

@@ -13,11 +13,12 @@ from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger, WandbLogg
 from lightning.pytorch.utilities import rank_zero_warn
 
 from callbacks.metrics import JsonlFile, run_path
-from callbacks.rollout_media import audio_track, media_strip, wav_bytes
+from callbacks.rollout_media import audio_track, media_strip, tool_results, tool_strip, wav_bytes
+from zoo.rollout.turns import MultiTurnRollout
 
 #: Columns of the W&B and MLflow rollout tables (``media``: the image strip, ``audio``: the audio
-#: track).
-COLUMNS = ("step", "task", "prompt", "media", "audio", "completion", "reward", "answer")
+#: track, ``tools``: the strip of what a multi-turn row's tools returned).
+COLUMNS = ("step", "task", "prompt", "media", "audio", "completion", "tools", "reward", "answer")
 
 
 class RolloutSampler(Callback):
@@ -27,13 +28,18 @@ class RolloutSampler(Callback):
     writes its first ``max_rows`` completions (gathered over its batches) when it ends. Rows go to:
 
     - ``<log_dir>/<filename>``: one JSON object per row (split, step, row, uid and sample as in
-      `callbacks.Predictions`, task, prompt, answer, completion, reward, parts);
+      `callbacks.Predictions`, task, prompt, answer, completion, reward, parts); a row of a
+      multi-turn rollout (a task with tools, `zoo.rollout.turns`) also has ``turns`` (each turn's
+      ``text`` and whether it was a tool ``call``), ``calls`` and ``invalid`` (it ended on an
+      invalid action), its ``completion`` being the transcript;
     - TensorBoard: ``rollouts/<split>/<row>`` is the prompt's media as one image strip (images,
       video frames, spectrograms, point-cloud views: `callbacks.rollout_media.media_strip`) and a
-      text with the task, reward, answer, prompt and completion; ``rollouts/<split>/<row>/audio``
-      the prompt's audio;
-    - Weights & Biases: a table ``rollouts/<split>`` per write, one line per row, the strip as an
-      image and the audio as audio (`COLUMNS`);
+      text with the task, reward, answer, prompt and completion (each turn of a multi-turn row);
+      ``rollouts/<split>/<row>/audio`` the prompt's audio; ``rollouts/<split>/<row>/tools`` the
+      pictures a multi-turn row's tools returned, as one strip
+      (`callbacks.rollout_media.tool_strip`);
+    - Weights & Biases: a table ``rollouts/<split>`` per write, one line per row, the strips as
+      images and the audio as audio (`COLUMNS`);
     - MLflow: the same lines appended to the artifact table ``rollouts/<split>.json`` (strips as
       table images, audio as WAV artifacts under ``rollouts/<split>/`` named in the ``audio``
       column).
@@ -63,20 +69,21 @@ class RolloutSampler(Callback):
         self.validation = validation
         self.max_bytes = max_bytes
         self._batches = 0
-        self._val: list[tuple[dict, object]] = []  # (row, example) of this validation run, written at its end
+        self._val: list[tuple[dict, object, list]] = []  # (row, example, tool results) of this validation run
         self.file: JsonlFile | None = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         self.file = JsonlFile(run_path(trainer, self.filename), self.max_bytes)
 
-    def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object]]:
-        """(JSONL row, example) of up to ``limit`` completions (`spread_rows`), numbered from
-        ``first``."""
+    def _rows(self, trainer, split: str, outputs: dict, limit: int, first: int = 0) -> list[tuple[dict, object, list]]:
+        """(JSONL row, example, its tools' result messages) of up to ``limit`` completions
+        (`spread_rows`), numbered from ``first``."""
         rollout = outputs["rollout"]
         rewards = outputs["rewards"]
         sampled = []
         for i, n in enumerate(spread_rows(len(rollout.examples), rollout.num_generations, limit)):
             example = rollout.example(n)
+            turns, results = _turns(rollout, n)
             sampled.append(
                 (
                     {
@@ -91,20 +98,22 @@ class RolloutSampler(Callback):
                         "completion": rollout.completions[n],
                         "reward": rewards[n].total,
                         "parts": rewards[n].parts,
-                    },
+                    }
+                    | turns,
                     example,
+                    results,
                 )
             )
         return sampled
 
-    def _write(self, trainer, split: str, sampled: list[tuple[dict, object]]) -> None:
-        rows = [row for row, _ in sampled]
+    def _write(self, trainer, split: str, sampled: list[tuple[dict, object, list]]) -> None:
+        rows = [row for row, _, _ in sampled]
         media = None
         self.file.append(rows)
         writers = [(logger, write) for logger in trainer.loggers for kind, write in WRITERS if isinstance(logger, kind)]
         for logger, write in writers:
             try:  # a logger's outage (or odd media) must not end the run; the rows are in the JSONL
-                media = media or [(media_strip(example), audio_track(example)) for _, example in sampled]
+                media = media or [(media_strip(ex), audio_track(ex), tool_strip(tools)) for _, ex, tools in sampled]
                 write(logger, split, rows, media)
             except Exception as error:
                 rank_zero_warn(
@@ -139,25 +148,47 @@ def spread_rows(num_prompts: int, num_generations: int, limit: int) -> list[int]
     return order[:limit]
 
 
+def _turns(rollout, n: int) -> tuple[dict, list[dict]]:
+    """Row ``n``'s ``turns``, ``calls`` and ``invalid`` for its JSONL row, and the user messages its
+    tools added to its conversation (`callbacks.rollout_media.tool_results`); nothing for a
+    single-turn rollout."""
+    if not isinstance(rollout, MultiTurnRollout):
+        return {}, []
+    taken = rollout.row_turns(n)
+    calls = int(rollout.calls[n])
+    # a row goes on only after a call, so its turns are calls up to the last, which is one when
+    # the row ran out of turns or budget right after it (calls then counts every turn)
+    turns = [{"text": text, "call": t < calls} for t, (text, _) in enumerate(taken)]
+    results = tool_results(taken[-1][1].messages, rollout.example(n).messages)
+    return {"turns": turns, "calls": calls, "invalid": bool(rollout.invalid[n])}, results
+
+
 def _text(row: dict) -> str:
-    return (
-        f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
-        f"**prompt:** `{row['prompt']}`\n\n**completion:** `{row['completion']}`"
-    )
+    head = f"**task** {row['task']} · **reward** {row['reward']:.3f} · **answer** `{row['answer']}`\n\n"
+    head += f"**prompt:** `{row['prompt']}`\n\n"
+    if "turns" not in row:
+        return head + f"**completion:** `{row['completion']}`"
+    turns = [
+        f"**turn {t}{' (call)' if turn['call'] else ''}:** `{turn['text']}`" for t, turn in enumerate(row["turns"])
+    ]
+    ending = f"{row['calls']} calls" + (", ended on an invalid action" if row["invalid"] else "")
+    return head + "\n\n".join([*turns, ending])
 
 
 def _to_tensorboard(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     writer = logger.experiment
-    for row, (strip, track) in zip(rows, media, strict=True):
+    for row, (strip, track, tools) in zip(rows, media, strict=True):
         tag = f"rollouts/{split}/{row['row']}"
         if strip is not None:
             writer.add_image(tag, strip, row["step"], dataformats="HWC")
+        if tools is not None:
+            writer.add_image(f"{tag}/tools", tools, row["step"], dataformats="HWC")
         if track is not None:
             writer.add_audio(f"{tag}/audio", torch.from_numpy(track[0])[None], row["step"], sample_rate=track[1])
         writer.add_text(tag, _text(row), row["step"])
 
 
-def _table_row(row: dict, strip, audio) -> list:
+def _table_row(row: dict, strip, audio, tools) -> list:
     return [
         row["step"],
         row["task"],
@@ -165,6 +196,7 @@ def _table_row(row: dict, strip, audio) -> list:
         strip,
         audio,
         row["completion"],
+        tools,
         row["reward"],
         json.dumps(row["answer"], default=str),
     ]
@@ -174,12 +206,13 @@ def _to_wandb(logger, split: str, rows: list[dict], media: list[tuple]) -> None:
     import wandb
 
     data = []
-    for row, (strip, track) in zip(rows, media, strict=True):
+    for row, (strip, track, tools) in zip(rows, media, strict=True):
         data.append(
             _table_row(
                 row,
                 None if strip is None else wandb.Image(strip),
                 None if track is None else wandb.Audio(track[0], sample_rate=track[1]),
+                None if tools is None else wandb.Image(tools),
             )
         )
     logger.log_table(f"rollouts/{split}", columns=list(COLUMNS), data=data, step=rows[0]["step"])
@@ -192,19 +225,20 @@ def _to_mlflow(logger, split: str, rows: list[dict], media: list[tuple]) -> None
     run_id = logger.run_id
     data = []
     with tempfile.TemporaryDirectory() as tmp:
-        for row, (strip, track) in zip(rows, media, strict=True):
+        for row, (strip, track, tools) in zip(rows, media, strict=True):
             audio = None
             if track is not None:  # the table holds paths; the WAV files are artifacts beside it
                 wav = Path(tmp) / f"step{row['step']:07d}_{row['row']}.wav"
                 wav.write_bytes(wav_bytes(*track))
                 client.log_artifact(run_id, str(wav), artifact_path=f"rollouts/{split}")
                 audio = f"rollouts/{split}/{wav.name}"
-            data.append(_table_row(row, None if strip is None else mlflow.Image(strip), audio))
+            pictures = [None if picture is None else mlflow.Image(picture) for picture in (strip, tools)]
+            data.append(_table_row(row, pictures[0], audio, pictures[1]))
     client.log_table(
         run_id, data={c: [r[i] for r in data] for i, c in enumerate(COLUMNS)}, artifact_file=f"rollouts/{split}.json"
     )
 
 
-#: Logger class -> writer of rows and their (`media_strip`, `audio_track`) (isinstance: subclasses
-#: too).
+#: Logger class -> writer of rows and their (`media_strip`, `audio_track`, `tool_strip`)
+#: (isinstance: subclasses too).
 WRITERS = ((TensorBoardLogger, _to_tensorboard), (WandbLogger, _to_wandb), (MLFlowLogger, _to_mlflow))

@@ -55,6 +55,17 @@ def _parts(message: dict) -> list[dict]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
+def _check_no_tools(task: Task, trainer: str) -> None:
+    """A task with tools (`tasks.tools.Toolbox`) is a ValueError: its completions are multi-turn
+    transcripts that only zoo's rollouts make (`zoo.rollout.turns`)."""
+    if task.toolbox is not None:
+        raise ValueError(
+            f"{task.name!r} has tools ({', '.join(t.name for t in task.toolbox.tools)}): {trainer} samples one "
+            "completion per prompt and cannot run zoo's tools between turns; train it with `zoo fit` "
+            "(multi-turn tool rollouts, docs/tools.md), or use the task without its toolbox here"
+        )
+
+
 def _unsupported(example: Example, kind: str, trainer: str) -> ValueError:
     return ValueError(
         f"a {example.task!r} prompt has a {kind!r} part, which a {trainer} dataset row cannot "
@@ -202,7 +213,8 @@ def trl_reward(task: Task, num_generations: int | None = None) -> Callable[..., 
     (on several processes, make ``per_device_train_batch_size`` times ``steps_per_generation`` a
     multiple of ``num_generations`` so that each process holds whole groups). Pairing rewards
     (`tasks.CoReward`) need a rewrite of each question that no dataset row carries and are
-    refused."""
+    refused, and so is a task with tools (`Task.toolbox`: TRL cannot run them between turns)."""
+    _check_no_tools(task, "TRL's GRPOTrainer")
     _check_self_reward(task, num_generations)
 
     def reward(
@@ -272,9 +284,12 @@ def verl_compute_score(*tasks: Task) -> Callable[..., dict[str, float]]:
     ``{"score": total, **parts}`` (verl logs every key). ``ground_truth`` is the ``zoo_answer`` JSON
     and ``extra_info["zoo_meta"]`` the meta JSON (see `verl_fields`); a ``data_source`` none of
     ``tasks`` is named is a ValueError, and so is a task with a ``self_reward`` (it needs a prompt's
-    completions together)."""
+    completions together) or with tools (`Task.toolbox`: verl's single-turn reward path cannot run
+    them)."""
     if not tasks:
         raise ValueError("verl_compute_score needs at least one task")
+    for task in tasks:
+        _check_no_tools(task, "verl's single-turn rollout and compute_score")
     grouped = [task.name for task in tasks if task.self_reward is not None]
     if grouped:  # scored one completion at a time, a self-reward would silently become the labelled reward
         raise ValueError(

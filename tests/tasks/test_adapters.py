@@ -57,6 +57,9 @@ def test_columns_round_trip_for_every_task(cls):
     task = cls()
     example, other = (task.make_example(make_item(cls.modality, seed), random.Random(seed)) for seed in (0, 1))
     row = json.loads(json.dumps(example_columns(example)))  # what a dataset stores
+    if task.toolbox is not None:  # multi-turn transcripts only zoo's rollouts make
+        refuses_tools(task)
+        return
     completions = completions_for(task, example, other)
     expected = [task.verify(example, c).total for c in completions]
     n = len(completions)
@@ -69,6 +72,23 @@ def test_columns_round_trip_for_every_task(cls):
     ]
     assert [s["score"] for s in scored] == expected
     assert scored[0] == {"score": task.max_reward, **task.verify(example, completions[0]).parts}
+
+
+def refuses_tools(task) -> None:
+    for make, trainer in ((trl_reward, "TRL's GRPOTrainer"), (verl_compute_score, "verl's single-turn")):
+        with pytest.raises(ValueError, match=rf"^'{task.name}' has tools \(.*\): {trainer}.*zoo fit") as caught:
+            make(task)
+        assert "\n" not in str(caught.value)
+
+
+def test_a_task_with_tools_is_refused_with_what_to_do_instead():
+    from tests.zoo.test_turns import LookRotation
+
+    task = LookRotation(answer_format="bare")
+    refuses_tools(task)
+    with pytest.raises(ValueError, match="'rotation' has tools \\(look\\)"):
+        verl_compute_score(Rotation(), task)  # one tool task among others
+    assert trl_reward(Rotation())([""], ["90"], ["90"], ["{}"]) is not None  # the same task without tools
 
 
 def test_conversational_completions_and_rows_of_other_tasks():

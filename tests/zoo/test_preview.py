@@ -224,3 +224,56 @@ def test_what_would_stop_the_run_is_one_clear_line(config, args, message, tmp_pa
     with pytest.raises(SystemExit, match=message):
         main(["preview", "--config", str(ROOT / "configs" / config), *args, "--out", str(tmp_path / "x.png")])
     assert not (tmp_path / "x.png").exists()
+
+
+class DemonstratedLook(tasks.Rotation):
+    """Rotation with the `Look` tool of tests/zoo/test_turns.py; its expert looks (k = ``look``)
+    before answering, and its answer is the last turn."""
+
+    look = 2
+
+    @property
+    def toolbox(self):
+        from tests.zoo.test_turns import BOX
+
+        return BOX
+
+    def extract_answer(self, completion):  # the transcript's last turn, as tasks.ToolUseTask reads it
+        from tasks.tools.base import turns_of
+
+        return super().extract_answer(turns_of(completion)[-1])
+
+    def render_answer(self, example):
+        from tasks.tools.base import transcript
+
+        return transcript([f"<look>{self.look}</look>", super().render_answer(example)])
+
+
+def test_a_tool_task_shows_its_demonstration_turn_by_turn_with_the_tool_results(tmp_path):
+    from datamodules import PretextDataModule, SyntheticScenes
+
+    data = PretextDataModule(
+        SyntheticScenes(size=8, image_size=56), [DemonstratedLook(answer_format="bare")], batch_size=2, val_size=2
+    )
+    first, _ = preview.draw(data, 2)
+    answer = str(first.example.answer)
+    assert first.turns == ["<look>2</look>", answer] and not first.error
+    (part,) = first.results[0]  # the tool's grey 56 x 28 image after the call; nothing after the answer
+    assert part["image"].size == (56, 28) and first.results[1] == []
+    pictures = preview._pictures(first)
+    assert [p.caption for p in pictures[1:]] == ["turn 1 -> 56x28"] and len(pictures) == 2
+    assert (np.asarray(pictures[-1].image) == 100).all()
+    text = preview.describe(first, 0)
+    assert f"turn 1: <look>2</look>\n  tool result: image\nturn 2: {answer}\nanswer: " in text
+    plain = preview.Shown(first.example, first.answer)
+    assert preview.tile(first, 0).height > preview.tile(plain, 0).height  # the turns are drawn too
+
+
+def test_a_demonstration_call_the_tool_refuses_is_noted_not_fatal():
+    task = DemonstratedLook(answer_format="bare")
+    task.look = 9  # Look refuses k = 9
+    item = preview.shown(task, task.make_example(make_item("image"), random.Random(0)))
+    assert "k = 9 is out of the image" in item.error and item.results == []
+    assert preview._pictures(item)[-1].caption == "demonstration refused"
+    assert "k = 9" in preview.describe(item, 0)
+    preview.contact_sheet([item])

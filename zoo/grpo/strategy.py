@@ -236,12 +236,16 @@ class GRPOMixin(ManualStep):
         return None
 
     def setup(self, trainer) -> None:
-        super().setup(trainer)
-        if getattr(trainer.datamodule, "uses_tools", False) and type(self.guidance) is not Guidance:
+        """Refuses a hybrid (``guidance``) on a data module with tool tasks before any step: its
+        expert rows and supervised passes are single-turn, so they would teacher-force a transcript
+        as one turn and join it to multi-turn groups."""
+        fitting = getattr(getattr(trainer, "state", None), "fn", None) == "fit"
+        if fitting and type(self.guidance) is not Guidance and getattr(trainer.datamodule, "uses_tools", False):
             raise ValueError(
-                f"{type(self.guidance).__name__} cannot train tasks with tools: its expert rows are single-turn "
-                "(train the tool task with plain GRPO, or cold-start it with SFT first)"
+                f"guidance {type(self.guidance).__name__} cannot train a data module with tool tasks (multi-turn "
+                "rollouts) yet; train them with plain GRPO, or SFT on their demonstrations first (docs/tools.md)"
             )
+        super().setup(trainer)
 
     def data_needs(self) -> list[data.Need]:
         needs = [data.REWARDS, *self.guidance.data_needs()]

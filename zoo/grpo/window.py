@@ -16,6 +16,7 @@ from torch import Tensor
 
 from zoo.grpo import functional as F
 from zoo.rollout.rollout import Rollout
+from zoo.rollout.turns import MultiTurnRollout
 
 
 @dataclass
@@ -155,7 +156,9 @@ def last_chunk(parts: list[WindowBatch]) -> tuple[int, int] | None:
 
 
 def add_window_metrics(means, parts: list[WindowBatch], totals: list[Tensor]) -> None:
-    """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches."""
+    """``train/grpo/{adv_std,frac_zero_std,completion_len,truncated}`` of the window's batches, and
+    with multi-turn rollouts (tool tasks) ``train/tools/{calls,invalid,turns}``: tool calls per row,
+    the fraction of rows that ended on an invalid action, and turns per row."""
     means.add("train/grpo/adv_std", torch.cat([part.advantages for part in parts]).std().item())
     means.add("train/grpo/frac_zero_std", F.zero_std_groups(torch.cat(totals)).float().mean().item())
     for name, values in (
@@ -163,3 +166,11 @@ def add_window_metrics(means, parts: list[WindowBatch], totals: list[Tensor]) ->
         ("truncated", [p.rollout.truncated for p in parts]),
     ):
         means.add(f"train/grpo/{name}", torch.cat(values).float().mean().item())
+    rollouts = [p.rollout for p in parts if isinstance(p.rollout, MultiTurnRollout)]
+    if rollouts:  # tool tasks: what the rows did between their turns
+        for name, values in (
+            ("calls", [r.calls for r in rollouts]),
+            ("invalid", [r.invalid for r in rollouts]),
+            ("turns", [r.turns_taken() for r in rollouts]),
+        ):
+            means.add(f"train/tools/{name}", torch.cat([v.cpu() for v in values]).float().mean().item())

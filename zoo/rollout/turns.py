@@ -75,6 +75,23 @@ class MultiTurnRollout(Rollout):
                 out[turn.rows] += per_prompt[torch.arange(len(turn.rows)) // turn.rollout.num_generations]
         return out
 
+    def turns_taken(self) -> Tensor:
+        """Turns each row took ``[N]``."""
+        counts = torch.zeros(self.size, dtype=torch.long)
+        for turn in self.turns:
+            counts[turn.rows.cpu()] += 1
+        return counts
+
+    def row_turns(self, row: int) -> list[tuple[str, object]]:
+        """The turns row ``row`` took: each one's text and the example it was sampled from (whose
+        messages are the conversation before it, tool results included)."""
+        out = []
+        for turn in self.turns:
+            taken = (turn.rows == row).nonzero().flatten().tolist()
+            if taken:
+                out.append((turn.rollout.completions[taken[0]], turn.rollout.example(taken[0])))
+        return out
+
 
 @dataclass
 class _Row:

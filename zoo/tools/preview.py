@@ -1,6 +1,7 @@
 """``zoo preview``: what the policy will see, drawn from a config's ``data`` section alone (no model
 is loaded): a PNG contact sheet with each example's media, prompt and answer, and the same text on
-stdout."""
+stdout. An example of a task with tools shows its demonstration turn by turn, with the pictures its
+tool calls return (`tasks.tools.replay`, as a multi-turn rollout builds the conversation)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from PIL import Image, ImageDraw
 
 from tasks import Example, Task
-from zoo.panels import FONT_SIZE, PAD, PANEL_HEIGHT, TILE_WIDTH, label_font, note, panels, wrap
+from tasks.tools.base import ToolError, replay, turns_of
+from zoo.panels import FONT_SIZE, PAD, PANEL_HEIGHT, TILE_WIDTH, Panel, label_font, note, panels, wrap
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +33,55 @@ class Shown:
         example: The example, as training would get it.
         answer: The answer as the policy should write it (`tasks.Task.answer_text`).
         item: The raw item the task made it from, when known (RGB-D items add their depth map).
+        turns: For a task with tools, its demonstration's turns (`tasks.Task.demonstration`).
+        results: The content parts each call turn's tool returned, one list per turn (empty after
+            the answer).
+        error: Why the demonstration's calls could not be replayed (a tool refused one), if so.
     """
 
     example: Example
     answer: str
     item: Any = None
+    turns: list[str] = field(default_factory=list)
+    results: list[list[dict]] = field(default_factory=list)
+    error: str = ""
 
 
 def shown(task: Task, example: Example, item: Any = None) -> Shown:
-    """`Shown` of an example made by ``task`` (from ``item``)."""
-    return Shown(example, task.answer_text(example), item)
+    """`Shown` of an example made by ``task`` (from ``item``); a task with tools adds its
+    demonstration, replayed."""
+    out = Shown(example, task.answer_text(example), item)
+    if task.toolbox is not None:
+        out.turns = turns_of(task.demonstration(example))
+        try:
+            conversation = replay(example.messages, out.turns, task.toolbox.tools, example)
+        except ToolError as err:  # the expert's call refused: the sheet says so
+            conversation, out.error = example.messages, f"demonstration: {err}"
+        out.results = tool_results(conversation[len(example.messages) :])
+    return out
+
+
+def tool_results(added: list[dict]) -> list[list[dict]]:
+    """The content parts of the tool result after each turn, from the messages `replay` added (an
+    assistant message per turn, a user message after each call)."""
+    results: list[list[dict]] = []
+    for message in added:
+        if message["role"] == "assistant":
+            results.append([])
+        else:
+            results[-1] = message["content"]
+    return results
+
+
+def _pictures(item: Shown) -> list[Panel]:
+    """The prompt's panels, then the pictures each tool call returned, captioned with its turn."""
+    pictures = panels(item.example, item.item)
+    for t, parts in enumerate(item.results, 1):
+        for panel in panels(Example([{"role": "user", "content": parts}], None, item.example.task)):
+            pictures.append(Panel(panel.image, f"turn {t} -> {panel.caption}"))
+    if item.error:
+        pictures.append(note("demonstration refused", item.error))
+    return pictures
 
 
 def _fit(image: Image.Image, width: int) -> Image.Image:
@@ -56,7 +97,7 @@ def tile(item: Shown, number: int) -> Image.Image:
     font = label_font()
     inner = TILE_WIDTH - 2 * PAD
     line = FONT_SIZE + 4
-    pictures = panels(item.example, item.item)
+    pictures = _pictures(item)
     if len(pictures) > MAX_PANELS:
         more = len(pictures) - MAX_PANELS + 1
         pictures = pictures[: MAX_PANELS - 1] + [note(f"+{more} more", f"{more} more pictures not drawn")]
@@ -74,6 +115,10 @@ def tile(item: Shown, number: int) -> Image.Image:
     header = f"#{number} {item.example.task}  {item.example.uid}"
     text = [(header, (0, 0, 140))]
     text += [(s, (0, 0, 0)) for s in wrap(item.example.prompt_text, font, inner, MAX_PROMPT_LINES)]
+    for t, turn in enumerate(item.turns, 1):
+        text += [(s, (120, 60, 0)) for s in wrap(f"turn {t}: {turn}", font, inner, 3)]
+    if item.error:
+        text += [(s, (160, 0, 0)) for s in wrap(item.error, font, inner, 2)]
     text += [(s, (0, 110, 0)) for s in wrap(f"answer: {item.answer}", font, inner, 3)]
     canvas = Image.new("RGB", (TILE_WIDTH, top + len(text) * line + PAD), "white")
     draw = ImageDraw.Draw(canvas)
@@ -102,8 +147,15 @@ def contact_sheet(items: list[Shown], columns: int = 4) -> Image.Image:
 
 
 def describe(item: Shown, number: int) -> str:
-    """The text of one example for stdout: task, uid, the whole prompt and the answer."""
-    return f"--- #{number} {item.example.task} ({item.example.uid})\n{item.example.prompt_text}\nanswer: {item.answer}"
+    """The text of one example for stdout: task, uid, the whole prompt, the demonstration's turns
+    (a task with tools) and the answer."""
+    lines = [f"--- #{number} {item.example.task} ({item.example.uid})", item.example.prompt_text]
+    for t, turn in enumerate(item.turns, 1):
+        got = ", ".join(part["type"] for part in (item.results[t - 1] if t <= len(item.results) else []))
+        lines.append(f"turn {t}: {turn}" + (f"\n  tool result: {got}" if got else ""))
+    if item.error:
+        lines.append(item.error)
+    return "\n".join([*lines, f"answer: {item.answer}"])
 
 
 @contextmanager
@@ -146,8 +198,9 @@ def draw(datamodule, n: int, split: str = "train") -> list[Shown]:
         for batch in loader:
             for example in batch[: n - len(out)]:
                 task = by_name.get(example.task)
-                answer = task.answer_text(example) if task else json.dumps(example.answer, default=str)
-                out.append(Shown(example, answer, made.get(id(example), (None, None))[1]))
+                item = made.get(id(example), (None, None))[1]
+                answer = json.dumps(example.answer, default=str)
+                out.append(shown(task, example, item) if task else Shown(example, answer, item))
             if len(out) >= n:
                 break
     return out
