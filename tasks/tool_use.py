@@ -109,11 +109,22 @@ def crop_offer(calls: int) -> str:
     )
 
 
-def crop_grounding(example: Example, calls: list[Call]) -> float | None:
+def crop_grounding(example: Example, calls: list[Call], covered: bool = False) -> float | None:
     """The IoU of the first crop, clamped to the shown image, with ``example.meta["box"]`` (shown
-    pixels); 0 with no crop, None when a crop cannot run."""
+    pixels), or with ``covered`` the share of that box inside the crop; 0 with no crop, None when a
+    crop cannot run."""
     try:
         boxes = [shown_box(call.args, example.meta[SHOWN_SIZE]) for call in calls]
     except ToolError:
         return None
-    return box_iou(boxes[0], example.meta["box"]) if boxes else 0.0
+    if not boxes:
+        return 0.0
+    return box_coverage(boxes[0], example.meta["box"]) if covered else box_iou(boxes[0], example.meta["box"])
+
+
+def box_coverage(crop: list[float], box: list[float]) -> float:
+    """The share of ``box``'s area inside ``crop`` (both ``[x1, y1, x2, y2]``)."""
+    width = max(0.0, min(crop[2], box[2]) - max(crop[0], box[0]))
+    height = max(0.0, min(crop[3], box[3]) - max(crop[1], box[1]))
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    return width * height / area if area > 0 else 0.0

@@ -46,7 +46,11 @@ class ZoomMarker(ToolUseTask):
         tools: Offer the crop tool; False asks the same examples in one turn (the control arm).
         max_turns: Turns per row with the tool, the answer's included.
         crop_pixels: Pixels of a crop as the tool returns it (`tasks.CropZoom`'s ``max_pixels``).
-        grounding_weight: Weight of ``grounding``: the IoU of the first crop with the marker's box.
+        grounding_weight: Weight of ``grounding``: the IoU of the first crop with the marker's box
+            (with ``grid``, the share of the marker's box the first crop covers).
+        grid: Split the shown image into ``grid x grid`` cells, put the marker inside one and let
+            the expert crop that cell: a few distinct calls, which a tiny model can learn (0: the
+            marker anywhere, the expert crops its box).
         **kwargs: Answer format options, see `tasks.Task`.
     """
 
@@ -69,6 +73,7 @@ class ZoomMarker(ToolUseTask):
         max_turns: int = 2,
         crop_pixels: int = 224 * 224,
         grounding_weight: float = 0.5,
+        grid: int = 0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -81,20 +86,33 @@ class ZoomMarker(ToolUseTask):
             raise ValueError(f"zoom must be even (a multiple of 4 with diagonal stripes), got {zoom}")
         if marker < 1 or view_size < marker + 4:
             raise ValueError(f"need marker >= 1 and view_size >= marker + 4, got {marker}, {view_size}")
+        if grid < 0 or grid and view_size // grid < marker + 4:
+            raise ValueError(f"a grid cell ({view_size} // {grid} px) must hold the bordered marker ({marker + 4} px)")
         self.patterns = list(patterns)
-        self.view_size, self.zoom, self.marker = view_size, zoom, marker
+        self.view_size, self.zoom, self.marker, self.grid = view_size, zoom, marker, grid
 
     def make_example(self, item: Image.Image, rng: random.Random) -> Example:
         side = self.marker + 2  # with the border
-        x, y = rng.randrange(1, self.view_size - side), rng.randrange(1, self.view_size - side)
+        cell = self._cell(rng)
+        x, y = rng.randrange(cell[0] + 1, cell[2] - side), rng.randrange(cell[1] + 1, cell[3] - side)
         box = [x, y, x + side, y + side]
         colours = rng.choice(_COLOURS)
         pattern = rng.choice(self.patterns)
         full = self.render(item, box, colours, pattern)
         view = self.shrink(full)
         meta = {SHOWN_SIZE: [self.view_size] * 2, "box": box, "patterns": self.patterns}
+        if self.grid:
+            meta["cell"] = cell
         messages = self.user_message([{"type": "image", "image": view}], self._question())
         return Example(messages, pattern, self.name, meta, tool_media={FULL_IMAGE: full})
+
+    def _cell(self, rng: random.Random) -> list[int]:
+        """The shown-pixel box the marker is placed in: a random grid cell, or the whole image."""
+        if not self.grid:
+            return [0, 0, self.view_size, self.view_size]
+        size = self.view_size // self.grid
+        column, row = rng.randrange(self.grid), rng.randrange(self.grid)
+        return [column * size, row * size, (column + 1) * size, (row + 1) * size]
 
     def render(self, item: Image.Image, box: list[int], colours: tuple, pattern: str) -> Image.Image:
         """The full-resolution image: ``item`` cropped square and enlarged, with the marker drawn at
@@ -138,10 +156,10 @@ class ZoomMarker(ToolUseTask):
         return None if pattern is None else {"accuracy": float(pattern == example.answer)}
 
     def expert_calls(self, example: Example) -> list[str]:
-        return ["<crop>{}, {}, {}, {}</crop>".format(*example.meta["box"])]
+        return ["<crop>{}, {}, {}, {}</crop>".format(*example.meta.get("cell", example.meta["box"]))]
 
     def grounding(self, example: Example, calls: list[Call]) -> float | None:
-        return crop_grounding(example, calls)
+        return crop_grounding(example, calls, covered="cell" in example.meta)
 
 
 def pattern_mask(pattern: str, side: int) -> np.ndarray:

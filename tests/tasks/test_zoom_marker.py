@@ -138,3 +138,17 @@ def test_options_are_checked():
     with pytest.raises(ValueError, match="grounding_weight"):
         ZoomMarker(grounding_weight=-1)
     assert TURN_BREAK not in ZoomMarker(tools=False).render_answer(made()[1])
+
+
+def test_with_a_grid_the_marker_sits_in_one_cell_and_the_expert_crops_that_cell():
+    task = ZoomMarker(view_size=56, grid=2, marker=4, answer_format="bare")
+    for seed in range(20):
+        example = task.make_example(make_item("image", seed), random.Random(seed))
+        x1, y1, x2, y2 = example.meta["cell"]
+        assert x2 - x1 == 28 and x1 % 28 == 0 and y1 % 28 == 0
+        bx1, by1, bx2, by2 = example.meta["box"]
+        assert x1 < bx1 and bx2 < x2 and y1 < by1 and by2 < y2  # inside, off the cell's edges
+        assert task.demonstration(example).startswith(f"<crop>{x1}, {y1}, {x2}, {y2}</crop>")
+        assert task.verify(example, task.demonstration(example)).parts["grounding"] == 1.0
+    half = f"<crop>{bx1}, {by1}, {(bx1 + bx2) // 2}, {by2}</crop>" + TURN_BREAK + "A"
+    assert task.verify(example, half).parts["grounding"] == pytest.approx(((bx1 + bx2) // 2 - bx1) / (bx2 - bx1))
