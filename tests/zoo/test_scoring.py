@@ -100,7 +100,7 @@ def uneven_rollout(policy):
 
 
 def test_padding_trim_keeps_the_log_probs_and_shortens_the_forward():
-    policy = load(QwenVLPolicy, "tiny:qwen2_5_vl")
+    policy = load(QwenVLPolicy, "tiny:qwen2_5_vl", score_prefix_once=False)  # whole rows: one forward each
     rollout = uneven_rollout(policy)
     widths = []
     handle = policy.model.register_forward_pre_hook(
@@ -137,7 +137,10 @@ class ForwardCount(Callback):
         layers = [m for m in module.model.modules() if isinstance(m, BaseTunerLayer)]
 
         def record(model, args, kwargs):
-            kind = "decode" if kwargs.get("use_cache") else ("train" if torch.is_grad_enabled() else "no_grad")
+            cache = kwargs.get("cache")
+            if cache is not None and cache.get_seq_length() == 0:
+                return  # a prompt prefill (sampling's, or a scoring pass's shared prefix): its pass counts once
+            kind = "decode" if not model.training else ("train" if torch.is_grad_enabled() else "no_grad")
             self.calls.append((kind, any(layer.disable_adapters for layer in layers)))
 
         module.model.register_forward_pre_hook(record, with_kwargs=True)
