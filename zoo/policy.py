@@ -389,7 +389,15 @@ class PolicyModule(LightningModule, ABC):
         inputs, prefix = split or (inputs, None)
         with nullcontext() if prefix else self.media_once(model, rollout, rows, inputs):
             scores = score_tokens(
-                model, inputs, ids, mask, rollout.temperature, self.banned_mask, self.score_chunk_tokens, entropy, prefix
+                model,
+                inputs,
+                ids,
+                mask,
+                rollout.temperature,
+                self.banned_mask,
+                self.score_chunk_tokens,
+                entropy,
+                prefix=prefix,
             )
         cut = (0, rollout.completion_ids.shape[1] - length)
         return {k: None if v is None else nn.functional.pad(v, cut) for k, v in scores.items()}  # [n, L]
@@ -398,9 +406,9 @@ class PolicyModule(LightningModule, ABC):
         self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict, length: int
     ) -> tuple[dict, SharedPrefix] | None:
         """``inputs`` (rows ``rows`` of ``rollout``, ``length`` completion columns) split into each
-        distinct prompt's prefix, scored once, and the rows' rest (`zoo.rollout.scoring.split_prefix`);
-        None scores whole rows: ``score_prefix_once`` off, no prompt with two rows, or a setting it
-        cannot serve (`prefix_refusal`)."""
+        distinct prompt's prefix, scored once, and the rows' rest
+        (`zoo.rollout.scoring.split_prefix`); None scores whole rows: ``score_prefix_once`` off, no
+        prompt with two rows, or a setting it cannot serve (`prefix_refusal`)."""
         prompt_of_row = (rows // rollout.num_generations).tolist()
         if not self.score_prefix_once or len(set(prompt_of_row)) == len(prompt_of_row):
             return None

@@ -9,9 +9,9 @@ import logging
 import pytest
 import torch
 
+import zoo.policy
 from tests.zoo.test_logprobs_policies import CASES, assert_same_gradients, load, train_pass
 from tests.zoo.test_policy_contract import examples_for
-import zoo.policy
 from zoo import QwenVLPolicy
 
 
@@ -69,7 +69,7 @@ def test_rows_split_and_out_of_order_padding_kept_old_and_reference_passes():
                 with torch.no_grad():
                     old, entropy = policy.token_log_probs(rollout, torch.tensor(rows))
                 passes[once] = (old, entropy, policy.reference_log_probs(rollout, torch.tensor(rows)))
-            assert [w[0] for w in widths] == runs  # the policy's forwards with the prefix once (the reference is a copy)
+            assert [w[0] for w in widths] == runs  # the policy's forwards, prefix once (the reference: a copy)
             for got, expected in zip(passes[True], passes[False], strict=True):
                 torch.testing.assert_close(got, expected, atol=2e-6, rtol=0)
 
@@ -106,7 +106,7 @@ def test_bfloat16():
 
 
 def test_gradient_checkpointing_scores_whole_rows_and_says_so_once(caplog):
-    """Hugging Face's checkpointed layers turn the cache off; passes without gradients still share."""
+    """Hugging Face's checkpointed layers turn the cache off; passes without gradients share."""
     policy = load(QwenVLPolicy, "tiny:qwen2_5_vl", gradient_checkpointing=True)
     rollout = policy.sample(examples_for(policy), 2, max_new_tokens=4, seed=5)
     widths = forward_widths(policy)

@@ -57,8 +57,8 @@ def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]
 @pytest.mark.parametrize("cls,ckpt", SHARING, ids=[f"{cls.__name__}-{c}" for cls, c in SHARING])
 def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_gradients(cls, ckpt):
     """Single-image, two-image, text-only, video and image+video prompts (or the family's own
-    media), 3 completions each."""
-    policy = load(cls, ckpt)
+    media), 3 completions each, whole rows (`score_prefix_once` runs the prompts once anyway)."""
+    policy = load(cls, ckpt, score_prefix_once=False)
     examples = image_examples() + video_examples() if "video" in policy.content_kinds else examples_for(policy)
     rollout = policy.sample(examples, 3, max_new_tokens=5, seed=1)
     rows, mask = torch.arange(rollout.size), rollout.completion_mask

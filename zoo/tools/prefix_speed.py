@@ -1,6 +1,7 @@
 """The training pass with each prompt scored once for its G completions
-(`zoo.PolicyModule.score_prefix_once`) against whole prompt + completion rows: CPU time and peak
-memory of one scoring forward + backward, the two settings taking turns in one process.
+(`zoo.PolicyModule.score_prefix_once`) against whole prompt + completion rows: CPU time of one
+scoring forward + backward (the two settings taking turns in one process) and the activations its
+forward keeps for the backward.
 
 ``python -m zoo.tools.prefix_speed`` scores B prompts of one random image each, G random completions
 of each (every token counted, as when all run to the token limit), on the tiny Qwen2.5-VL.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.tools.scale import _example, _peak_mib, _reset_peak, _resident_mib
+from zoo.tools.scale import MIB, _example
 
 
 def rollout_of(policy, image_size: int, prompts: int, generations: int, length: int):
@@ -30,20 +31,38 @@ def rollout_of(policy, image_size: int, prompts: int, generations: int, length: 
     ids = torch.randint(0, len(policy.tokenizer) - 20, (n, length))  # [N, L]
     ids[torch.isin(ids, torch.tensor(policy.eos_ids + policy.banned_ids))] = 0
     mask = torch.ones_like(ids, dtype=torch.bool)
-    return Rollout(examples, policy.encode(examples), generations, ids, mask, torch.zeros(n, dtype=torch.bool), [""] * n)
+    truncated = torch.zeros(n, dtype=torch.bool)
+    return Rollout(examples, policy.encode(examples), generations, ids, mask, truncated, [""] * n)
 
 
-def one_pass(policy, rollout, once: bool) -> tuple[float, float]:
-    """CPU seconds and resident-memory rise (MiB) of one training pass: scores, then the backward
-    of a GRPO-like loss (log-probs and an entropy bonus)."""
+def one_pass(policy, rollout, once: bool) -> float:
+    """CPU seconds of one training pass: scores, then the backward of a GRPO-like loss (log-probs
+    and an entropy bonus)."""
     policy.score_prefix_once = once
     policy.model.zero_grad(set_to_none=True)
-    before = _resident_mib()
-    _reset_peak()
     start = time.process_time()
     out = policy.token_scores(rollout, torch.arange(rollout.size))
     (-(out["logps"].sum()) - 0.01 * out["entropy"].sum()).backward()
-    return time.process_time() - start, _peak_mib() - before
+    return time.process_time() - start
+
+
+def saved_mib(policy, rollout, once: bool) -> float:
+    """MiB of the tensors the training pass's forward keeps for its backward (each storage once,
+    parameters left out): the activations, what a pass's peak memory grows with."""
+    params = {p.untyped_storage().data_ptr() for p in policy.model.parameters()}
+    saved = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    policy.score_prefix_once = once
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = policy.token_scores(rollout, torch.arange(rollout.size))
+    del out
+    return sum(saved.values()) / MIB
 
 
 def summary(values: list[float]) -> str:
@@ -61,6 +80,8 @@ class PrefixSpeed:
         generations: G, completions per prompt.
         repeats: Passes per setting (after one untimed pass of each); the settings alternate.
         pretrained: The policy's checkpoint.
+        max_pixels: The processor's bound on pixels per image (the tiny checkpoint's own is 224 x
+            224).
         json: Also write every measurement to this file.
     """
 
@@ -70,41 +91,50 @@ class PrefixSpeed:
     generations: int = 8
     repeats: int = 7
     pretrained: str = "tiny:qwen2_5_vl"
+    max_pixels: int = 448 * 448
     json: str | None = None
 
     def __call__(self) -> list[dict]:
         from zoo import QwenVLPolicy
 
         torch.manual_seed(0)
-        policy = QwenVLPolicy(self.pretrained)
+        policy = QwenVLPolicy(self.pretrained, max_pixels=self.max_pixels)
         policy.configure_model()
-        print("| image | new tokens | prompt tokens | whole rows s | prefix once s | speed-up | whole rows MiB | prefix once MiB |")
+        print(
+            "| image px | new tokens | prompt tokens | whole rows s | prefix once s | speed-up "
+            "| saved for backward MiB, whole rows | prefix once |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         results = []
         for size, length in product(self.image_sizes, self.lengths):
             rollout = rollout_of(policy, size, self.prompts, self.generations, length)
+            memory = {once: saved_mib(policy, rollout, once) for once in (False, True)}
             runs = {False: [], True: []}
             for i in range(self.repeats + 1):
                 for once in (False, True) if i % 2 else (True, False):
-                    seconds, mib = one_pass(policy, rollout, once)
-                    if i:
-                        runs[once].append((seconds, mib))
-            results.append(self._report(size, length, rollout, runs))
+                    seconds = one_pass(policy, rollout, once)
+                    if i:  # the first round warms up
+                        runs[once].append(seconds)
+            results.append(self._report(size, length, rollout, runs, memory))
         if self.json:
             Path(self.json).write_text(json.dumps(results, indent=2))
         return results
 
-    def _report(self, size: int, length: int, rollout, runs: dict) -> dict:
+    def _report(self, size: int, length: int, rollout, runs: dict, memory: dict) -> dict:
         prompt = int(rollout.prompts.tensors["attention_mask"].sum(1).max())
-        ratios = [w[0] / o[0] for w, o in zip(runs[False], runs[True], strict=True)]
-        cells = [size, length, prompt]
-        for once in (False, True):
-            cells.append(summary([s for s, _ in runs[once]]))
-        cells.append(summary(ratios) + "x")
-        for once in (False, True):
-            cells.append(f"{statistics.median([m for _, m in runs[once]]):.0f}")
+        ratios = [w / o for w, o in zip(runs[False], runs[True], strict=True)]
+        cells = [size, length, prompt, summary(runs[False]), summary(runs[True]), summary(ratios) + "x"]
+        cells += [f"{memory[False]:.1f}", f"{memory[True]:.1f}"]
         print("| " + " | ".join(map(str, cells)) + " |", flush=True)
-        return {"image_size": size, "length": length, "prompt_tokens": prompt, "whole": runs[False], "once": runs[True]}
+        return {
+            "image_size": size,
+            "length": length,
+            "prompt_tokens": prompt,
+            "whole_s": runs[False],
+            "once_s": runs[True],
+            "whole_saved_mib": memory[False],
+            "once_saved_mib": memory[True],
+        }
 
 
 if __name__ == "__main__":
