@@ -95,11 +95,12 @@ def test_lora_adapter_gradients_and_the_adapters_off_reference():
 
 
 def test_bfloat16():
-    """In bfloat16 the split forward rounds like the whole one to within bfloat16's own step."""
+    """In bfloat16 the log-probs match (here exactly) and the gradients, summed into the cached
+    prefix before the weights, within about one bfloat16 step (2**-7) of the largest (0.96% here)."""
     policy = load(QwenVLPolicy, "tiny:qwen2_5_vl", dtype="bfloat16")
     rollout = policy.sample(examples_for(policy), 3, max_new_tokens=5, seed=4)
     (got, grads), (expected, expected_grads) = both(policy, rollout, 4)
-    torch.testing.assert_close(got["logps"], expected["logps"], atol=0.05, rtol=0)
+    torch.testing.assert_close(got["logps"], expected["logps"], atol=0.01, rtol=0)
     scale = max(float(g.abs().max()) for g in expected_grads.values())
     for name, grad in expected_grads.items():
         torch.testing.assert_close(grads[name].float(), grad.float(), atol=0.02 * scale, rtol=0, msg=name)

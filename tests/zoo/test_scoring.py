@@ -172,6 +172,7 @@ def fit(policy_kwargs: dict, **grpo) -> tuple[ForwardCount, int]:
         callbacks=[counter],
         limit_val_batches=0,
     ).fit(policy, data)
+    counter.policy = policy
     return counter, len(loads)
 
 
@@ -193,3 +194,17 @@ def test_lora_reference_is_the_policy_with_adapters_off():
 def test_reference_without_lora_is_a_copy_loaded_once():
     counter, loads = fit({}, beta=0.04)
     assert loads == 2 and counter.count("no_grad") == 0  # the reference passes ran on the copy
+
+
+def test_a_step_with_each_prompt_scored_once_updates_as_whole_rows_do():
+    """Micro-batches of one group each, the old-policy pass (two iterations) and the reference copy's
+    (KL): the same weights after the step."""
+    weights = {}
+    for once in (True, False):
+        counter, _ = fit({"score_prefix_once": once}, num_iterations=2, beta=0.04)
+        weights[once] = {name: p.detach().clone() for name, p in counter.policy.model.named_parameters()}
+    start = dict(load(QwenVLPolicy, "tiny:qwen2_5_vl").model.named_parameters())
+    assert weights[True].keys() == weights[False].keys() == start.keys()
+    for name, value in weights[False].items():
+        torch.testing.assert_close(weights[True][name], value, atol=1e-6, rtol=1e-5, msg=name)
+    assert sum(not torch.equal(value, start[name]) for name, value in weights[True].items()) > len(start) // 2
