@@ -96,7 +96,7 @@ def test_lora_adapter_gradients_and_the_adapters_off_reference():
 
 def test_bfloat16():
     """In bfloat16 the log-probs match (here exactly) and the gradients, summed into the cached
-    prefix before the weights, within about one bfloat16 step (2**-7) of the largest (0.96% here)."""
+    prefix before the weights, within about one bfloat16 step (2**-7) of the largest (0.96%)."""
     policy = load(QwenVLPolicy, "tiny:qwen2_5_vl", dtype="bfloat16")
     rollout = policy.sample(examples_for(policy), 3, max_new_tokens=5, seed=4)
     (got, grads), (expected, expected_grads) = both(policy, rollout, 4)

@@ -197,8 +197,8 @@ def test_reference_without_lora_is_a_copy_loaded_once():
 
 
 def test_a_step_with_each_prompt_scored_once_updates_as_whole_rows_do():
-    """Micro-batches of one group each, the old-policy pass (two iterations) and the reference copy's
-    (KL): the same weights after the step."""
+    """Micro-batches of one group each, the old-policy pass (two iterations) and the reference
+    copy's (KL): the same weights after the step."""
     weights = {}
     for once in (True, False):
         counter, _ = fit({"score_prefix_once": once}, num_iterations=2, beta=0.04)
