@@ -8,6 +8,7 @@ are model-specific.
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
@@ -28,13 +29,14 @@ from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling, completion_ids
 from zoo.rollout.hf import HFEngine
 from zoo.rollout.rollout import Rollout, completion_mask
-from zoo.rollout.scoring import score_tokens
+from zoo.rollout.scoring import SharedPrefix, score_tokens, split_prefix
 from zoo.rollout.seeds import example_row_seeds
 from zoo.rollout.turns import MultiTurnRollout, score_turns
 from zoo.sharding import is_sharded, reshard, shard
 
 # Special tokens a completion must never contain: media placeholders make the next forward fail.
 _BANNED_SPECIAL = re.compile(r"image|video|vision|audio|<\|im_start\|>", re.IGNORECASE)
+log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CACHES = ("dynamic", "static")
 
@@ -69,6 +71,11 @@ class PolicyModule(LightningModule, ABC):
             many tokens at a time and recompute each chunk's logits in the backward, so memory grows
             with the chunk instead of with micro-batch x completion length x vocabulary; None
             materialises the full logits. Same log-probs and gradients either way.
+        score_prefix_once: Scoring passes run each distinct prompt of a micro-batch (minus its last
+            token, media included) once into a KV cache that its rows continue, instead of every
+            row's copy of it; gradients reach the prompt through the cached keys and values. Falls
+            back to whole rows (logged once) with gradient checkpointing and under FSDP2. The
+            log-probs and gradients are the same either way.
         share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders
             and the prompt prefill run once per prompt and the KV cache is repeated G times (same
             completions as G copies of the prompt, for the same seed). False repeats every prompt G
@@ -109,6 +116,7 @@ class PolicyModule(LightningModule, ABC):
         reuse_media_features: bool = True,
         trim_padding: bool = True,
         score_chunk_tokens: int | None = 256,
+        score_prefix_once: bool = True,
         share_prefix: bool = True,
         cache_implementation: str = "dynamic",
         compile_decode: bool = False,
@@ -140,6 +148,7 @@ class PolicyModule(LightningModule, ABC):
         self.reuse_media_features = reuse_media_features
         self.trim_padding = trim_padding
         self.score_chunk_tokens = score_chunk_tokens
+        self.score_prefix_once = score_prefix_once
         self.share_prefix = share_prefix
         self.cache_implementation = cache_implementation
         self.compile_decode = compile_decode
@@ -381,12 +390,58 @@ class PolicyModule(LightningModule, ABC):
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]
-        with self.media_once(model, rollout, rows, inputs):
+        split = self.shared_prefix(model, rollout, rows, inputs, length)
+        inputs, prefix = split or (inputs, None)
+        with nullcontext() if prefix else self.media_once(model, rollout, rows, inputs):
             scores = score_tokens(
-                model, inputs, ids, mask, rollout.temperature, self.banned_mask, self.score_chunk_tokens, entropy
+                model,
+                inputs,
+                ids,
+                mask,
+                rollout.temperature,
+                self.banned_mask,
+                self.score_chunk_tokens,
+                entropy,
+                prefix=prefix,
             )
         cut = (0, rollout.completion_ids.shape[1] - length)
         return {k: None if v is None else nn.functional.pad(v, cut) for k, v in scores.items()}  # [n, L]
+
+    def shared_prefix(
+        self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict, length: int
+    ) -> tuple[dict, SharedPrefix] | None:
+        """``inputs`` (rows ``rows`` of ``rollout``, ``length`` completion columns) split into each
+        distinct prompt's prefix, scored once, and the rows' rest
+        (`zoo.rollout.scoring.split_prefix`); None scores whole rows: ``score_prefix_once`` off, no
+        prompt with two rows, or a setting it cannot serve (`prefix_refusal`)."""
+        prompt_of_row = (rows // rollout.num_generations).tolist()
+        if not self.score_prefix_once or len(set(prompt_of_row)) == len(prompt_of_row):
+            return None
+        reason = self.prefix_refusal(model)
+        if reason is not None:
+            _log_prefix_refusal(reason)
+            return None
+        prompts = rollout.prompts.select(list(dict.fromkeys(prompt_of_row)))
+        return split_prefix(inputs, length, prompt_of_row, prompts, self.scoring_positions(model, inputs))
+
+    def prefix_refusal(self, model: nn.Module) -> str | None:
+        """Why a scoring pass of ``model`` cannot continue a cached prefix, or None."""
+        from torch.distributed.fsdp import FSDPModule
+
+        if any(isinstance(m, FSDPModule) for m in model.modules()):
+            return "FSDP2 (a cached prefix under sharding is not verified)"
+        if self.gradient_checkpointing and model.training and torch.is_grad_enabled():
+            return "gradient_checkpointing (Hugging Face layers turn the cache off while checkpointing)"
+        return None
+
+    def scoring_positions(self, model: nn.Module, inputs: dict) -> Tensor | None:
+        """Hook: the position ids ``[..., n, T]`` the model's forward gives ``inputs`` (prompt +
+        completion rows) when it computes them itself, so a forward split at any column gets the
+        same ones; None when it numbers positions by cache length, which the split continues. Qwen's
+        3D rope ids (a model with ``get_rope_index``) come from ``generate``'s own preparation."""
+        if not any(hasattr(m, "get_rope_index") for m in (model, getattr(model, "model", None))):
+            return None
+        return model._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
 
     def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
         """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each
@@ -464,3 +519,13 @@ class PolicyModule(LightningModule, ABC):
         """The model to export: itself, or with LoRA a copy whose adapters are merged into the
         weights."""
         return self.model if self.lora is None else merge_adapters(copy.deepcopy(self.model))
+
+
+_prefix_refusals: set[str] = set()
+
+
+def _log_prefix_refusal(reason: str) -> None:
+    """Says once per process and reason that scoring passes score whole rows."""
+    if reason not in _prefix_refusals:
+        _prefix_refusals.add(reason)
+        log.warning("score_prefix_once: scoring whole rows under %s (logged once)", reason)

@@ -200,6 +200,10 @@ class SplicedPolicy(PolicyModule):
                 inputs |= media | {"media_index": torch.tensor(index)}
         return nullcontext()
 
+    def scoring_positions(self, model: nn.Module, inputs: dict) -> Tensor:
+        """`SplicedLM` numbers the positions of each row from its first real token."""
+        return positions(inputs["attention_mask"])
+
     def module_groups(self) -> dict[str, list[nn.Module]]:
         return {self.encoder_group: [self.model.encoder], "projector": [self.model.projector], "llm": [self.model.lm]}
 

@@ -47,8 +47,9 @@ def assert_same_gradients(got: dict, expected: dict) -> None:
 
 @pytest.mark.parametrize("cls,ckpt", CASES, ids=[f"{cls.__name__}-{c}" for cls, c in CASES])
 def test_chunked_scores_and_gradients_equal_the_full_logits_path(cls, ckpt):
-    """Temperature 0.8, rows of different lengths, a chunk (5) that divides no row count."""
-    policy = load(cls, ckpt)
+    """Temperature 0.8, rows of different lengths, a chunk (5) that divides no row count; whole
+    rows, so the full-logits path runs the head once (prefix once: `test_logprobs_prefix`)."""
+    policy = load(cls, ckpt, score_prefix_once=False)
     rollout = policy.sample(examples_for(policy), 2, max_new_tokens=6, seed=1, temperature=0.8)
     calls = head_calls(policy)
     expected, expected_grads = train_pass(policy, rollout, None)

@@ -57,8 +57,8 @@ def score(policy, rollout, rows) -> tuple[torch.Tensor, torch.Tensor, list[int]]
 @pytest.mark.parametrize("cls,ckpt", SHARING, ids=[f"{cls.__name__}-{c}" for cls, c in SHARING])
 def test_media_features_encoded_once_per_prompt_give_the_same_log_probs_and_gradients(cls, ckpt):
     """Single-image, two-image, text-only, video and image+video prompts (or the family's own
-    media), 3 completions each."""
-    policy = load(cls, ckpt)
+    media), 3 completions each, whole rows (`score_prefix_once` runs the prompts once anyway)."""
+    policy = load(cls, ckpt, score_prefix_once=False)
     examples = image_examples() + video_examples() if "video" in policy.content_kinds else examples_for(policy)
     rollout = policy.sample(examples, 3, max_new_tokens=5, seed=1)
     rows, mask = torch.arange(rollout.size), rollout.completion_mask
@@ -100,7 +100,7 @@ def uneven_rollout(policy):
 
 
 def test_padding_trim_keeps_the_log_probs_and_shortens_the_forward():
-    policy = load(QwenVLPolicy, "tiny:qwen2_5_vl")
+    policy = load(QwenVLPolicy, "tiny:qwen2_5_vl", score_prefix_once=False)  # whole rows: one forward each
     rollout = uneven_rollout(policy)
     widths = []
     handle = policy.model.register_forward_pre_hook(
@@ -137,7 +137,10 @@ class ForwardCount(Callback):
         layers = [m for m in module.model.modules() if isinstance(m, BaseTunerLayer)]
 
         def record(model, args, kwargs):
-            kind = "decode" if kwargs.get("use_cache") else ("train" if torch.is_grad_enabled() else "no_grad")
+            cache = kwargs.get("cache")
+            if cache is not None and cache.get_seq_length() == 0:
+                return  # a prompt prefill (sampling's, or a scoring pass's shared prefix): its pass counts once
+            kind = "decode" if not model.training else ("train" if torch.is_grad_enabled() else "no_grad")
             self.calls.append((kind, any(layer.disable_adapters for layer in layers)))
 
         module.model.register_forward_pre_hook(record, with_kwargs=True)
@@ -169,6 +172,7 @@ def fit(policy_kwargs: dict, **grpo) -> tuple[ForwardCount, int]:
         callbacks=[counter],
         limit_val_batches=0,
     ).fit(policy, data)
+    counter.policy = policy
     return counter, len(loads)
 
 
@@ -190,3 +194,17 @@ def test_lora_reference_is_the_policy_with_adapters_off():
 def test_reference_without_lora_is_a_copy_loaded_once():
     counter, loads = fit({}, beta=0.04)
     assert loads == 2 and counter.count("no_grad") == 0  # the reference passes ran on the copy
+
+
+def test_a_step_with_each_prompt_scored_once_updates_as_whole_rows_do():
+    """Micro-batches of one group each, the old-policy pass (two iterations) and the reference
+    copy's (KL): the same weights after the step."""
+    weights = {}
+    for once in (True, False):
+        counter, _ = fit({"score_prefix_once": once}, num_iterations=2, beta=0.04)
+        weights[once] = {name: p.detach().clone() for name, p in counter.policy.model.named_parameters()}
+    start = dict(load(QwenVLPolicy, "tiny:qwen2_5_vl").model.named_parameters())
+    assert weights[True].keys() == weights[False].keys() == start.keys()
+    for name, value in weights[False].items():
+        torch.testing.assert_close(weights[True][name], value, atol=1e-6, rtol=1e-5, msg=name)
+    assert sum(not torch.equal(value, start[name]) for name, value in weights[True].items()) > len(start) // 2
