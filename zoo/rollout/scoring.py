@@ -71,8 +71,10 @@ def score_tokens(
     banned: Tensor | None = None,
     chunk: int | None = None,
     entropy: bool = True,
+    keep: Tensor | None = None,
 ) -> dict[str, Tensor | None]:
-    """Scores of the completion tokens ``ids``, the last ``L`` columns of ``inputs``.
+    """Scores of the completion tokens ``ids``, the last ``L`` columns of ``inputs`` (or, with
+    ``keep``, the tokens after the positions ``keep`` of a packed row, `zoo.rollout.packing`).
 
     Args:
         model: A Hugging Face causal or multimodal LM (anything with ``get_output_embeddings`` and
@@ -85,16 +87,16 @@ def score_tokens(
         chunk: Tokens whose logits the chunked path holds at once; None takes the full-logits path,
             as does a model whose head the chunked path cannot stand in for (`chunkable_head`).
         entropy: False leaves the entropy out (None).
+        keep: Positions of the model's one (packed) row whose outputs predict ``ids`` ``[1, K]``,
+            ``[K]``; None takes the ``L + 1`` last but one positions of every row.
 
     Returns:
         ``logps``, ``entropy`` and ``greedy`` (the token is the most likely unbanned one), ``[n,
         L]`` each.
     """
-    length = ids.shape[1]
     head = chunkable_head(model) if chunk is not None else None
     if head is None:
-        # some models (Qwen2-Audio) ignore logits_to_keep and return every position: keep the last
-        logits = model(**inputs, logits_to_keep=length + 1, use_cache=False).logits[:, -(length + 1) : -1]
+        logits = _outputs(model, inputs, ids.shape[1], keep)
         logps, ent = token_log_probs(logits, ids, temperature, banned)  # [n, L]
         unbanned = logits if banned is None else logits.masked_fill(banned, float("-inf"))
         return {
@@ -103,8 +105,18 @@ def score_tokens(
             "greedy": (unbanned.argmax(dim=-1) == ids) & mask,
         }
     with head_bypassed(model, head) as bypass:
-        hidden = model(**inputs, logits_to_keep=length + 1, use_cache=False).logits[:, -(length + 1) : -1]
+        hidden = _outputs(model, inputs, ids.shape[1], keep)
     logps, ent, greedy = chunked_token_scores(
         hidden, bypass.weight, ids, bypass.bias, temperature, banned, chunk, mask, entropy
     )  # [n, L]
     return {"logps": logps, "entropy": ent, "greedy": greedy}
+
+
+def _outputs(model: nn.Module, inputs: dict, length: int, keep: Tensor | None) -> Tensor:
+    """The model's ``logits`` output at the positions that predict the scored tokens: the ``length``
+    before the last of each row, or the packed row's ``keep`` positions."""
+    if keep is None:
+        # some models (Qwen2-Audio) ignore logits_to_keep and return every position: keep the last
+        return model(**inputs, logits_to_keep=length + 1, use_cache=False).logits[:, -(length + 1) : -1]
+    out = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [1, K, ...]
+    return out if out.shape[1] == len(keep) else out[:, keep]
