@@ -105,6 +105,13 @@ def test_families_and_attention_that_cannot_pack_refuse_in_one_line():
     with pytest.raises(ValueError, match=r"pack_sequences: HFVLMPolicy \(tiny:gemma3\).*Gemma 3") as err:
         load(HFVLMPolicy, "tiny:gemma3", pack_sequences=True)
     assert "\n" not in str(err.value)
+    # the refusal is needed: forced to pack, Gemma 3's image prompts score otherwise
+    gemma = load(HFVLMPolicy, "tiny:gemma3")
+    rollout = gemma.sample(examples_for(gemma), 2, max_new_tokens=4, seed=1)
+    rows = torch.arange(rollout.size)
+    padded = gemma.token_log_probs(rollout, rows)[0]
+    gemma.pack_sequences = True
+    assert (gemma.token_log_probs(rollout, rows)[0] - padded).abs().max() > 1e-3
     policy = load(QwenVLPolicy, "tiny:qwen2_5_vl")
     policy.model.config.get_text_config()._attn_implementation = "flex_attention"
     assert "attention 'flex_attention'" in policy.packing_refused()
