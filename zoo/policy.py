@@ -72,10 +72,12 @@ class PolicyModule(LightningModule, ABC):
         pack_sequences: Scoring passes run a micro-batch as one sequence without padding: each
             row's prompt (padding left out) and completion (through its last counted token) one
             after the other, position ids restarting at each row (Qwen-VL's and Qwen2.5-Omni's 3D
-            rope ids computed per row), so no attention or MLP work goes to padding, and a
-            strategy's ``max_tokens_per_micro_batch`` counts the packed tokens. Same log-probs and
-            gradients as the padded pass. Needs attention ``sdpa``, ``eager`` or flash attention;
-            every family packs but Gemma 3, which refuses (`packing_refused`).
+            rope ids computed per row), so the layers' linear work skips padding (``sdpa`` and
+            ``eager`` still compute attention over the whole packed sequence, masked: it pays for
+            wide models, see docs/performance.md), and a strategy's ``max_tokens_per_micro_batch``
+            counts the packed tokens. Same log-probs and gradients as the padded pass. Needs
+            attention ``sdpa``, ``eager`` or flash attention; every family packs but Gemma 3, which
+            refuses (`packing_refused`).
         share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders
             and the prompt prefill run once per prompt and the KV cache is repeated G times (same
             completions as G copies of the prompt, for the same seed). False repeats every prompt G
