@@ -73,8 +73,8 @@ class PolicyModule(LightningModule, ABC):
             row's prompt (padding left out) and completion (through its last counted token) one
             after the other, position ids restarting at each row (Qwen-VL's and Qwen2.5-Omni's 3D
             rope ids computed per row), so the layers' linear work skips padding (``sdpa`` and
-            ``eager`` still compute attention over the whole packed sequence, masked: it pays for
-            wide models, see docs/performance.md), and a strategy's ``max_tokens_per_micro_batch``
+            ``eager`` still compute attention over the whole packed sequence, masked, so on CPU it
+            is no faster: see docs/performance.md), and a strategy's ``max_tokens_per_micro_batch``
             counts the packed tokens. Same log-probs and gradients as the padded pass. Needs
             attention ``sdpa``, ``eager`` or flash attention; every family packs but Gemma 3, which
             refuses (`packing_refused`).
