@@ -184,6 +184,18 @@ class HFVLMPolicy(PolicyModule):
             groups["aligner"].append(nn.ParameterList([inner.image_newline]))  # the same tensor, as a module
         return groups
 
+    def packing_refused(self) -> str | None:
+        """Gemma 3 cannot pack: its image tokens attend to each other both ways through a mask
+        overlay indexed by sequence position, which Hugging Face's packed mask looks up at the
+        per-row positions instead (``remap_positions_for_packed_sequence``, transformers 5.24), so
+        image tokens would attend to the wrong tokens."""
+        if self.model.config.model_type == "gemma3":
+            return (
+                "Gemma 3's bidirectional image-token mask is indexed by sequence position, which "
+                "transformers' packed mask remaps to per-row positions (wrong tokens would attend)"
+            )
+        return super().packing_refused()
+
 
 # ---- tiny random-init models (`zoo.tiny`)
 # ---------------------------------------------------------- Idefics3 / SmolVLM: each image becomes

@@ -28,6 +28,7 @@ from zoo.features import encoded_once
 from zoo.lora import LoRA, adapters_disabled, add_adapters, merge_adapters
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling, completion_ids
 from zoo.rollout.hf import HFEngine
+from zoo.rollout.packing import PACKING_ATTENTION, pack_inputs, row_positions, scored_positions, unpack
 from zoo.rollout.rollout import Rollout, completion_mask
 from zoo.rollout.scoring import SharedPrefix, score_tokens, split_prefix
 from zoo.rollout.seeds import example_row_seeds
@@ -76,6 +77,15 @@ class PolicyModule(LightningModule, ABC):
             row's copy of it; gradients reach the prompt through the cached keys and values. Falls
             back to whole rows (logged once) with gradient checkpointing and under FSDP2. The
             log-probs and gradients are the same either way.
+        pack_sequences: Scoring passes run a micro-batch as one sequence without padding: each
+            row's prompt (padding left out) and completion (through its last counted token) one
+            after the other, position ids restarting at each row (Qwen-VL's and Qwen2.5-Omni's 3D
+            rope ids computed per row), so the layers' linear work skips padding (``sdpa`` and
+            ``eager`` still compute attention over the whole packed sequence, masked, so on CPU it
+            is no faster: see docs/performance.md), and a strategy's ``max_tokens_per_micro_batch``
+            counts the packed tokens. Same log-probs and gradients as the padded pass. Needs
+            attention ``sdpa``, ``eager`` or flash attention; every family packs but Gemma 3, which
+            refuses (`packing_refused`). Takes the place of ``score_prefix_once``.
         share_prefix: Sample the G completions of a prompt from one encoding of it: media encoders
             and the prompt prefill run once per prompt and the KV cache is repeated G times (same
             completions as G copies of the prompt, for the same seed). False repeats every prompt G
@@ -117,6 +127,7 @@ class PolicyModule(LightningModule, ABC):
         trim_padding: bool = True,
         score_chunk_tokens: int | None = 256,
         score_prefix_once: bool = True,
+        pack_sequences: bool = False,
         share_prefix: bool = True,
         cache_implementation: str = "dynamic",
         compile_decode: bool = False,
@@ -149,6 +160,7 @@ class PolicyModule(LightningModule, ABC):
         self.trim_padding = trim_padding
         self.score_chunk_tokens = score_chunk_tokens
         self.score_prefix_once = score_prefix_once
+        self.pack_sequences = pack_sequences
         self.share_prefix = share_prefix
         self.cache_implementation = cache_implementation
         self.compile_decode = compile_decode
@@ -171,6 +183,24 @@ class PolicyModule(LightningModule, ABC):
     @abstractmethod
     def module_groups(self) -> dict[str, list[nn.Module]]:
         """Named groups of submodules that ``freeze`` can refer to."""
+
+    def packing_refused(self) -> str | None:
+        """Why this model cannot score packed rows (`pack_sequences`), None when it can: the
+        attention implementations whose mask or kernel keeps packed rows apart
+        (`zoo.rollout.packing.PACKING_ATTENTION`). A family whose own position or mask logic cannot
+        be split per row adds its reason."""
+        config = self.model.config
+        config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        attention = getattr(config, "_attn_implementation", None)
+        if attention not in PACKING_ATTENTION:
+            return f"attention {attention!r} does not keep packed rows apart; use one of {PACKING_ATTENTION}"
+        return None
+
+    def packed_position_ids(self, model: nn.Module, inputs: dict) -> Tensor:
+        """Position ids of the rows of ``inputs`` (padded, with their ``attention_mask``) packed
+        into one sequence, each row's as it would be alone: ``[1, total]``, restarting at 0 per row
+        (`zoo.rollout.packing.row_positions`). A family with its own positions overrides it."""
+        return row_positions(inputs["attention_mask"])
 
     # ---- setup --------------------------------------------------------------------------------
     @property
@@ -211,6 +241,8 @@ class PolicyModule(LightningModule, ABC):
             return
         self.model, self.processor = self._load_pretrained()
         self.model.train()  # from_pretrained returns eval mode; Lightning toggles modes from here on
+        if self.pack_sequences and (reason := self.packing_refused()):
+            raise ValueError(f"pack_sequences: {type(self).__name__} ({self.pretrained}) cannot pack rows: {reason}")
         self.tokenizer.padding_side = "left"  # batched generation appends after the prompt
         self._apply_freeze()
         if self.gradient_checkpointing:
@@ -387,6 +419,8 @@ class PolicyModule(LightningModule, ABC):
             return score_turns(
                 rollout, rows, lambda turn, local: self.token_scores(turn, local, model, entropy), is_sharded(model)
             )
+        if self.pack_sequences:
+            return self._packed_scores(model, rollout, rows, entropy)
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]
@@ -442,6 +476,31 @@ class PolicyModule(LightningModule, ABC):
         if not any(hasattr(m, "get_rope_index") for m in (model, getattr(model, "model", None))):
             return None
         return model._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
+
+    def _packed_scores(self, model: nn.Module, rollout: Rollout, rows: Tensor, entropy: bool) -> dict[str, Tensor]:
+        """`token_scores` of ``rows`` packed into one sequence (`pack_sequences`,
+        `zoo.rollout.packing`), scattered back to ``[n, L]``."""
+        inputs = rollout.model_inputs(rows, trim=True)
+        length = rollout.completion_columns(rows)
+        ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]
+        keep = scored_positions(inputs["attention_mask"], mask)  # [K]
+        with self.media_once(model, rollout, rows, inputs):
+            positions = self.packed_position_ids(model, inputs)
+            packed = pack_inputs(inputs, rollout.prompts.media_keys, positions)
+            ones = torch.ones(1, len(keep), dtype=torch.bool, device=mask.device)
+            scores = score_tokens(
+                model,
+                packed,
+                ids[mask][None],
+                ones,
+                rollout.temperature,
+                self.banned_mask,
+                self.score_chunk_tokens,
+                entropy,
+                keep,
+            )  # [1, K] each
+        cut = (0, rollout.completion_ids.shape[1] - length)
+        return {k: None if v is None else nn.functional.pad(unpack(v[0], mask), cut) for k, v in scores.items()}
 
     def media_once(self, model: nn.Module, rollout: Rollout, rows: Tensor, inputs: dict) -> AbstractContextManager:
         """Hook: a context in which ``model(**inputs)`` (rows ``rows`` of ``rollout``) encodes each

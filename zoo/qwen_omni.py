@@ -8,7 +8,7 @@ Images and videos go through the Qwen-VL handling of `zoo.qwen_vl`, audio throug
 from __future__ import annotations
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from zoo.batch import MediaSpec, PromptBatch
 from zoo.media import chat_texts
@@ -106,6 +106,23 @@ class QwenOmniPolicy(PolicyModule):
             **vision_groups(inner.visual),
             "llm": [inner.language_model, self.model.lm_head],
         }
+
+    def packed_position_ids(self, model: nn.Module, inputs: dict) -> Tensor:
+        """The text positions (restarting per row) over each row's 3D rope ids as the row alone
+        has them (images, videos and audio: the thinker's own ``get_rope_index`` over the padded
+        rows), ``[4, 1, total]``."""
+        text = super().packed_position_ids(model, inputs)  # [1, total]
+        audio = inputs.get("feature_attention_mask")
+        rope, _ = model.model.get_rope_index(
+            inputs["input_ids"],
+            inputs.get("image_grid_thw"),
+            inputs.get("video_grid_thw"),
+            inputs["attention_mask"],
+            bool(inputs.get("use_audio_in_video", False)),
+            None if audio is None else audio.sum(-1),
+            inputs.get("video_second_per_grid"),
+        )  # [3, n, T]
+        return torch.cat([text[None], rope[:, inputs["attention_mask"].bool()][:, None]])  # [4, 1, total]
 
 
 # ---- tiny random-init models (`zoo.tiny`)

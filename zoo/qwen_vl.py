@@ -117,6 +117,21 @@ class QwenVLPolicy(PolicyModule):
         """``vision`` (the vision tower without its mergers), ``aligner`` (the mergers), ``llm``."""
         return vision_groups(self.model.model.visual) | {"llm": [self.model.model.language_model, self.model.lm_head]}
 
+    def packed_position_ids(self, model: nn.Module, inputs: dict) -> Tensor:
+        """The text positions (restarting per row: what the mask code reads packing from) over each
+        row's 3D rope ids as the row alone has them, ``[4, 1, total]``: the model's own
+        ``get_rope_index`` over the padded rows skips each row's padding."""
+        text = super().packed_position_ids(model, inputs)  # [1, total]
+        real = inputs["attention_mask"].bool()  # [n, T]
+        grids = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
+        rope, _ = model.model.get_rope_index(
+            inputs["input_ids"],
+            inputs["mm_token_type_ids"],
+            attention_mask=inputs["attention_mask"],
+            **{key: inputs[key] for key in grids if key in inputs},
+        )  # [3, n, T]
+        return torch.cat([text[None], rope[:, real][:, None]])  # [4, 1, total]
+
 
 # ---- tiny random-init models (`zoo.tiny`)
 # ----------------------------------------------------------

@@ -125,11 +125,14 @@ class ManualStep:
         """Micro-batches of each row set, padded so that every rank runs as many passes per set
         (each backward is a collective under DDP and FSDP2): one all-reduce for all. Each holds at
         most ``micro_batch_size`` rows and, when ``max_tokens_per_micro_batch`` is set and the
-        sets' ``rollouts`` are given, rows packed by their real lengths (`pack_rows`)."""
+        sets' ``rollouts`` are given, rows packed by their real lengths (`pack_rows`; a policy that
+        scores its micro-batches as one padding-free sequence, ``pack_sequences``, is charged its
+        packed tokens)."""
         self._passes, self._progress = 0, Every(PROGRESS_EVERY)  # a window's training begins
         budget = self.max_tokens_per_micro_batch
+        packed = bool(getattr(self.lightning_module, "pack_sequences", False))
         chunks = [
-            micro_batches(r, self.micro_batch_size, budget, None if budget is None else row_lengths(rollout, r))
+            micro_batches(r, self.micro_batch_size, budget, None if budget is None else row_lengths(rollout, r), packed)
             for r, rollout in zip(rows, rollouts or [None] * len(rows), strict=True)
         ]
         counts = torch.tensor([len(c) for c in chunks], device=self.root_device)
@@ -227,12 +230,13 @@ def plan_micro_batches(chunks: list[Tensor], rows: Tensor, count: int) -> list[M
 
 
 def micro_batches(
-    rows: Tensor, size: int | None, budget: int | None = None, lengths: Tensor | None = None
+    rows: Tensor, size: int | None, budget: int | None = None, lengths: Tensor | None = None, packed: bool = False
 ) -> list[Tensor]:
     """``rows`` cut into micro-batches: in order, ``size`` rows each (None: one chunk), or, with a
-    token ``budget`` and the rows' ``lengths``, packed by length (`pack_rows`)."""
+    token ``budget`` and the rows' ``lengths``, packed by length (`pack_rows`; ``packed``: the
+    passes are padding-free sequences)."""
     if budget is not None and lengths is not None:
-        return pack_rows(rows, lengths, budget, size)
+        return pack_rows(rows, lengths, budget, size, packed)
     return [chunk for chunk in torch.split(rows, size or max(len(rows), 1)) if len(chunk)]
 
 
@@ -250,16 +254,20 @@ def row_lengths(rollout, rows: Tensor) -> Tensor:
     return torch.stack([prompt.to(completion.device), completion], dim=1).long().cpu()
 
 
-def pack_rows(rows: Tensor, lengths: Tensor, budget: int, size: int | None = None) -> list[Tensor]:
+def pack_rows(
+    rows: Tensor, lengths: Tensor, budget: int, size: int | None = None, packed: bool = False
+) -> list[Tensor]:
     """First-fit decreasing: rows longest first, each into the first micro-batch that stays within
-    ``budget`` padded tokens (rows x (longest prompt + longest completion) of the micro-batch, the
-    shape of its scoring pass) and ``size`` rows; a row longer than the budget alone in one.
+    ``budget`` tokens of its scoring pass and ``size`` rows; a row longer than the budget alone in
+    one. A padded pass holds rows x (longest prompt + longest completion) of the micro-batch, a
+    ``packed`` one (`zoo.rollout.packing`) the sum of its rows' lengths.
 
     Args:
         rows: Row indices ``[n]``.
         lengths: Prompt and completion tokens of each row ``[n, 2]`` (`row_lengths`).
         budget: ``max_tokens_per_micro_batch``.
         size: ``micro_batch_size`` (None: no cap on rows).
+        packed: Whether the passes are padding-free sequences.
 
     Returns:
         The micro-batches' row indices, each in ascending order; the first holds the longest row.
@@ -267,18 +275,22 @@ def pack_rows(rows: Tensor, lengths: Tensor, budget: int, size: int | None = Non
     bins: list[list[int]] = []  # positions into ``rows``
     widths: list[tuple[int, int]] = []  # each bin's longest prompt and completion
     prompt, completion = lengths[:, 0].tolist(), lengths[:, 1].tolist()
+    totals: list[int] = []  # each bin's tokens, packed
     for i in sorted(range(len(rows)), key=lambda i: (-(prompt[i] + completion[i]), i)):
         for b, (p, c) in enumerate(widths):
             grown = (max(p, prompt[i]), max(c, completion[i]))
-            if (size is None or len(bins[b]) < size) and (len(bins[b]) + 1) * sum(grown) <= budget:
+            cost = totals[b] + prompt[i] + completion[i] if packed else (len(bins[b]) + 1) * sum(grown)
+            if (size is None or len(bins[b]) < size) and cost <= budget:
                 bins[b].append(i)
                 widths[b] = grown
+                totals[b] += prompt[i] + completion[i]
                 break
         else:
             if prompt[i] + completion[i] > budget:
                 _log_over_budget(prompt[i] + completion[i], budget)
             bins.append([i])
             widths.append((prompt[i], completion[i]))
+            totals.append(prompt[i] + completion[i])
     return [rows[sorted(b)] for b in bins]
 
 

@@ -102,6 +102,11 @@ DEFAULTS = dict(
 )
 
 
+#: settings of the table policy, not of the strategy (the reference ignores them: they change
+#: how the work is cut, not the update)
+POLICY_SETTINGS = ("pack_sequences",)
+
+
 def make_examples() -> list[Example]:
     """16 prompts (8 of the batches, then 8 refill ones); sample g of prompt i has random tokens and
     its first EOS at a random place (or none)."""
@@ -236,15 +241,18 @@ class TablePolicy(LightningModule):
     """The `zoo.PolicyModule` interface the strategy uses, over a table of logits; records what it
     is asked."""
 
-    def __init__(self, lr: float = LR):
+    def __init__(self, lr: float = LR, pack_sequences: bool = False):
         super().__init__()
         theta, ref = initial_theta()
         self.theta = torch.nn.Parameter(theta)
         self.ref_theta, self.lr = ref, lr
+        self.pack_sequences = pack_sequences  # what the planner charges a pass (`zoo.PolicyModule`)
         self.eos_ids = [EOS]
         self.automatic_optimization = False
         self.sampled, self.chunks, self.reference_calls = [], [], 0
-        self.passes: list[int] = []  # padded tokens of each training pass: rows x (prompt + completion)
+        # tokens of each training pass: padded, rows x (longest prompt + longest completion);
+        # packed, the sum of each row's prompt and completion through its last counted token
+        self.passes: list[int] = []
 
     def sample(self, examples, num_generations, *, max_new_tokens, temperature=1.0, top_p=1.0, seed=None):
         self.sampled.append(
@@ -280,8 +288,13 @@ class TablePolicy(LightningModule):
 
     def training_step(self, rollout, rows):
         self.chunks.append(len(rows))
-        prompt = rollout.prompts.tensors["attention_mask"][rows // rollout.num_generations].any(0).sum()
-        self.passes.append(len(rows) * int(prompt + rollout.completion_columns(rows)))
+        prompts = rollout.prompts.tensors["attention_mask"][rows // rollout.num_generations]  # [n, P]
+        if self.pack_sequences:
+            counted = rollout.completion_mask[rows]  # [n, L]
+            last = [max((j + 1 for j, c in enumerate(row) if c), default=1) for row in counted.tolist()]
+            self.passes.append(int(prompts.sum()) + sum(last))
+        else:
+            self.passes.append(len(rows) * int(prompts.any(0).sum() + rollout.completion_columns(rows)))
         logps, entropy = self.token_log_probs(rollout, rows)
         return {"logps": logps, "entropy": entropy}
 
@@ -346,9 +359,10 @@ def train(
     """`Trainer.fit` of the table policy under the GRPO strategy (DDP over the launched processes
     when ``distributed``); ``batch_size`` is per rank. ``metrics`` logs them (slow: Lightning's
     ``log``)."""
-    arguments = DEFAULTS | settings | {"guidance": guidance_of(settings)}
+    strategy_settings = {k: v for k, v in settings.items() if k not in POLICY_SETTINGS}
+    arguments = DEFAULTS | strategy_settings | {"guidance": guidance_of(settings)}
     strategy = GRPODDPStrategy(process_group_backend="gloo", **arguments) if distributed else GRPOStrategy(**arguments)
-    policy = TablePolicy(lr)
+    policy = TablePolicy(lr, **{k: settings[k] for k in POLICY_SETTINGS if k in settings})
     with (
         mock.patch("zoo.hybrid.expert.demonstration_ids", table_demonstration_ids),
         mock.patch("zoo.hybrid.entropulse.teacher_forced", table_teacher_forced),
@@ -616,6 +630,14 @@ RANK_CASES |= {
     for loss in ("grpo", "dapo")
 }
 RANK_CASES |= {
+    "token-budget-packed-dapo": dict(
+        loss_type="dapo",
+        filter_zero_variance=True,
+        entropy_coef=0.1,
+        beta=0.2,
+        max_tokens_per_micro_batch=30,
+        pack_sequences=True,
+    ),
     "batch-std": dict(scale_rewards="batch", filter_zero_variance=True),
     "gpg-advantage": dict(scale_rewards="gpg", loss_type="gpg"),
     "iterations": dict(num_iterations=2, epsilon=0.05, loss_type="dapo", filter_zero_variance=True),

@@ -188,6 +188,17 @@ def test_token_budget_micro_batches_give_the_one_batch_update(loss_type, caplog)
     assert sum(run.policy.chunks) == 2 * 16  # every row of both steps, once
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "gspo"])
+def test_packed_token_budget_counts_real_tokens_and_gives_the_one_batch_update(loss_type):
+    """A policy that packs its micro-batches (``pack_sequences``) is charged the sum of its rows'
+    real tokens: more rows fit a pass than padded, and the update is the same."""
+    settings = dict(loss_type=loss_type, beta=0.2, entropy_coef=0.1, max_tokens_per_micro_batch=BUDGET)
+    padded = R.train(settings)
+    run = check(settings | dict(pack_sequences=True), dict(loss_type="dapo" if loss_type != "dapo" else "grpo"))
+    assert max(run.policy.passes) <= BUDGET and sum(run.policy.chunks) == 2 * 16
+    assert len(run.policy.chunks) < len(padded.policy.chunks)  # fewer passes: no padding charged
+
+
 def test_a_row_longer_than_the_token_budget_runs_alone_and_is_logged_once(caplog):
     settings = dict(loss_type="dapo", max_new_tokens=6, micro_batch_size=3, max_tokens_per_micro_batch=16)
     run = check(settings, dict(loss_type="grpo"))

@@ -97,9 +97,10 @@ class GRPOMixin(ManualStep):
             does all at once.
         max_tokens_per_micro_batch: Token budget of a forward/backward pass: the kept rows are
             packed by their real lengths (prompt + completion, padding trimmed), longest first, so
-            that rows x (longest prompt + longest completion) of each pass stays within it (a longer
-            row runs alone); with ``micro_batch_size`` both bounds hold. Same update; None counts
-            rows only.
+            that rows x (longest prompt + longest completion) of each pass stays within it, or,
+            when the policy packs its passes (``pack_sequences``), the sum of their lengths (a
+            longer row runs alone); with ``micro_batch_size`` both bounds hold. Same update; None
+            counts rows only.
         entropy_coef: Weight of a token-entropy bonus (helps tiny models keep exploring; 0
             disables). It is added per token and aggregated like the policy loss, so each loss
             type's normaliser divides it too (for ``dr_grpo`` it is the entropy sum over rows *

@@ -126,9 +126,15 @@ def split_prefix(
     return rest, SharedPrefix(prefix, torch.tensor([index[p] for p in prompt_of_row]))
 
 
-def run_scored(model: nn.Module, inputs: dict, length: int, prefix: SharedPrefix | None) -> Tensor:
+def run_scored(
+    model: nn.Module, inputs: dict, length: int, prefix: SharedPrefix | None = None, keep: Tensor | None = None
+) -> Tensor:
     """The model's output at the positions that predict the last ``length`` tokens of ``inputs``,
-    ``[n, length, ...]``; with ``prefix``, ``inputs`` continue its cache."""
+    ``[n, length, ...]``; with ``prefix``, ``inputs`` continue its cache; with ``keep``, the
+    outputs at those positions of the one packed row, ``[1, K, ...]``."""
+    if keep is not None:
+        out = model(**inputs, logits_to_keep=keep, use_cache=False).logits  # [1, K, ...]
+        return out if out.shape[1] == len(keep) else out[:, keep]
     if prefix is None:
         out = model(**inputs, logits_to_keep=length + 1, use_cache=False)
     else:
@@ -147,8 +153,10 @@ def score_tokens(
     chunk: int | None = None,
     entropy: bool = True,
     prefix: SharedPrefix | None = None,
+    keep: Tensor | None = None,
 ) -> dict[str, Tensor | None]:
-    """Scores of the completion tokens ``ids``, the last ``L`` columns of ``inputs``.
+    """Scores of the completion tokens ``ids``, the last ``L`` columns of ``inputs`` (or, with
+    ``keep``, the tokens after the positions ``keep`` of a packed row, `zoo.rollout.packing`).
 
     Args:
         model: A Hugging Face causal or multimodal LM (anything with ``get_output_embeddings`` and
@@ -163,15 +171,16 @@ def score_tokens(
         entropy: False leaves the entropy out (None).
         prefix: The prompts, run once into the cache that ``inputs`` continue (`split_prefix`);
             None: ``inputs`` hold whole rows.
+        keep: Positions of the model's one (packed) row whose outputs predict ``ids`` ``[1, K]``,
+            ``[K]``; None takes the ``L + 1`` last but one positions of every row.
 
     Returns:
         ``logps``, ``entropy`` and ``greedy`` (the token is the most likely unbanned one), ``[n,
         L]`` each.
     """
-    length = ids.shape[1]
     head = chunkable_head(model) if chunk is not None else None
     if head is None:
-        logits = run_scored(model, inputs, length, prefix)  # [n, L, V]
+        logits = run_scored(model, inputs, ids.shape[1], prefix, keep)  # [n, L, V]
         logps, ent = token_log_probs(logits, ids, temperature, banned)  # [n, L]
         unbanned = logits if banned is None else logits.masked_fill(banned, float("-inf"))
         return {
@@ -180,7 +189,7 @@ def score_tokens(
             "greedy": (unbanned.argmax(dim=-1) == ids) & mask,
         }
     with head_bypassed(model, head) as bypass:
-        hidden = run_scored(model, inputs, length, prefix)  # [n, L, D]
+        hidden = run_scored(model, inputs, ids.shape[1], prefix, keep)  # [n, L, D]
     logps, ent, greedy = chunked_token_scores(
         hidden, bypass.weight, ids, bypass.bias, temperature, banned, chunk, mask, entropy
     )  # [n, L]
