@@ -497,7 +497,7 @@ class PolicyModule(LightningModule, ABC):
                 self.banned_mask,
                 self.score_chunk_tokens,
                 entropy,
-                keep,
+                keep=keep,
             )  # [1, K] each
         cut = (0, rollout.completion_ids.shape[1] - length)
         return {k: None if v is None else nn.functional.pad(unpack(v[0], mask), cut) for k, v in scores.items()}
