@@ -25,7 +25,8 @@ from torch import Tensor
 from transformers import SuppressTokensLogitsProcessor, TemperatureLogitsWarper
 from transformers.cache_utils import DynamicCache
 
-from zoo.rollout.hf import SeededSampling, expand_cache
+from zoo.rollout.decode import expand_cache
+from zoo.rollout.hf import SeededSampling
 from zoo.rollout.seeds import _GOLDEN, _shr, row_seeds, splitmix64
 
 QWEN_VOCAB, QWEN_TOKENIZER = 151_936, 151_665  # Qwen2.5-VL's vocabulary rows and tokenizer length
