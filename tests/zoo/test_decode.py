@@ -8,6 +8,8 @@ from transformers.cache_utils import DynamicLayer
 
 from tests.zoo.test_policy_contract import CASES, examples_for
 from zoo.rollout.decode import InPlaceLayer
+from zoo.rollout.engine import Prompts, Sampling
+from zoo.rollout.seeds import example_row_seeds
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
@@ -19,12 +21,19 @@ def policy(request):
     return module
 
 
-def both_loops(policy, examples, **kwargs) -> dict[str, torch.Tensor]:
+@torch.no_grad()
+def both_loops(policy, examples, seed=0, greedy=False, top_p=1.0, share_prefix=None) -> dict[str, torch.Tensor]:
+    """What the engine returns, ``[N, L]`` (padding included), with each loop: 2 samples of each
+    example, at most 7 tokens."""
+    prompts = Prompts(list(examples), policy.encode(examples))
+    seeds = None if greedy else example_row_seeds(examples, 2, seed)
+    eos, banned = tuple(policy.eos_ids), tuple(policy.banned_ids)
+    sampling = Sampling(7, 1.0, top_p, greedy, seeds, eos, banned, share_prefix)
     out = {}
     try:
         for loop in ("generate", "zoo"):
             policy.engine.loop = loop
-            out[loop] = policy.sample(examples, 2, max_new_tokens=7, **kwargs).completion_ids  # [N, L]
+            out[loop] = policy.engine.generate(prompts, 2, sampling)
     finally:
         policy.engine.loop = "zoo"
     return out
@@ -58,10 +67,13 @@ def test_rows_that_end_early_stop_and_pad_as_in_generate(policy):
     finally:
         policy.eos_ids = eos
     assert torch.equal(out["zoo"], out["generate"])
-    ended = (out["zoo"] == stop).any(1)  # [N]
-    assert ended.any() and out["zoo"].shape[1] >= 3
-    if out["zoo"].shape[1] == 7:
-        assert not ended.all()
+    ids = out["zoo"]  # [N, L]
+    ended = (ids == stop).any(1)  # [N]
+    assert ended.any() and ids.shape[1] >= 3
+    assert ids.shape[1] < 7 or not ended.all()  # the loop stops once every row ended
+    for row in ids[ended]:
+        after = row[int((row == stop).nonzero()[0]) + 1 :]
+        assert (after == eos[0]).all()  # padded with the first EOS id, as generate pads
 
 
 def test_the_cache_is_written_in_place():

@@ -31,7 +31,7 @@ def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
     assert summaries["zoo"]["s_per_step"] == 2.0 and summaries["zoo"]["sample_s"] == 1.5
     assert summaries["zoo"]["completion_tokens_per_s"] == 20.0  # medians of 20, 10, 20 tokens/s
     assert summaries["trl"]["s_per_step"] == 6.0 and "sample_s" not in summaries["trl"]
-    assert "zoo speed / TRL speed: 3.00x" in speed.table(summaries)
+    assert "zoo speed / TRL speed: 3.00x (steps per second)" in speed.table(summaries)
 
 
 @pytest.mark.parametrize("framework", ["zoo", "trl"])

@@ -15,7 +15,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer, StaticCache, St
 
 from zoo.rollout.engine import Sampling
 from zoo.rollout.progress import SamplingProgress
-from zoo.rollout.seeds import row_uniforms, sample_tokens
+from zoo.rollout.seeds import sample_tokens, uniform_table
 
 
 class InPlaceLayer(DynamicLayer):
@@ -135,7 +135,7 @@ def decode(
     banned = None  # [V] bool, built at the first step (the logits give V)
     eos = torch.tensor(sampling.eos_ids, device=tokens.device)
     unfinished = torch.ones(len(tokens), dtype=torch.bool, device=tokens.device)  # [N]
-    seeds = None if sampling.greedy else sampling.seeds.to(tokens.device)
+    uniforms = None if sampling.greedy else uniform_table(sampling.seeds.to(tokens.device), sampling.max_new_tokens)
     out = []
     for position in range(sampling.max_new_tokens):
         step_inputs = lm.prepare_inputs_for_generation(
@@ -147,11 +147,10 @@ def decode(
         if banned is None:
             banned = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
             banned[list(sampling.banned_ids)] = True
-        if seeds is None:
+        if uniforms is None:
             tokens = logits.masked_fill(banned, float("-inf")).argmax(-1)  # [N]
         else:
-            uniforms = row_uniforms(seeds, position)
-            tokens = sample_tokens(logits, uniforms, sampling.temperature, sampling.top_p, banned)  # [N]
+            tokens = sample_tokens(logits, uniforms[:, position], sampling.temperature, sampling.top_p, banned)  # [N]
         tokens = tokens.where(unfinished, eos[0])[:, None]  # [N, 1]
         out.append(tokens)
         unfinished &= ~torch.isin(tokens[:, 0], eos)

@@ -144,6 +144,7 @@ def sample_costs(args) -> dict:
     policy = tiny_policy(args.vocab)
     examples = rotation_examples(args.prompts, args.image_size)
     n, length, temperature = args.generations, args.new_tokens, args.temperature
+
     def zoo(loop: str):
         def arm():
             policy.engine.loop = loop
