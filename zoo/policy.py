@@ -90,15 +90,15 @@ class PolicyModule(LightningModule, ABC):
             and the prompt prefill run once per prompt and the KV cache is repeated G times (same
             completions as G copies of the prompt, for the same seed). False repeats every prompt G
             times.
-        cache_implementation: KV cache of sampling: ``dynamic`` (grows per token) or ``static``
-            (allocated once for prompt + ``max_new_tokens``; what CUDA graphs and ``compile_decode``
-            need).
+        cache_implementation: KV cache of sampling: ``dynamic`` (sized by the tokens written so far;
+            zoo's decoding loop writes them in place into a buffer allocated once) or ``static``
+            (allocated once for prompt + ``max_new_tokens``, attention over all of it; what CUDA
+            graphs and ``compile_decode`` need).
         compile_decode: ``torch.compile`` the decoding forward pass (CUDA, with the static cache;
-            Hugging Face ``generate`` compiles on the first call, which takes a while). Ignored on
-            CPU.
+            compiled on the first rollout, which takes a while). Ignored on CPU.
         engine: The rollout engine that samples completions (`zoo.rollout.engine.RolloutEngine`);
-            None is `zoo.rollout.HFEngine`, Hugging Face ``generate`` on this model (the sampling
-            settings above are its). Log-probs are always recomputed by the policy.
+            None is `zoo.rollout.HFEngine`, zoo's decoding loop on this model (the sampling settings
+            above are its). Log-probs are always recomputed by the policy.
     """
 
     #: The content part types (`tasks.Example` messages) its prompts may hold: "text", "image",

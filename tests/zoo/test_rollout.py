@@ -7,7 +7,7 @@ from transformers.cache_utils import DynamicCache, StaticCache
 from transformers.configuration_utils import PreTrainedConfig
 
 from zoo import QwenVLPolicy
-from zoo.rollout.hf import expand_cache
+from zoo.rollout.decode import expand_cache
 from zoo.rollout.rollout import completion_mask
 
 

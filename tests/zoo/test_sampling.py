@@ -7,7 +7,16 @@ import torch
 from transformers import TopPLogitsWarper
 
 from zoo.rollout.hf import SeededSampling
-from zoo.rollout.seeds import BLOCK, NUCLEUS_FIRST, inverse_cdf, nucleus, row_seeds, row_uniforms, splitmix64
+from zoo.rollout.seeds import (
+    BLOCK,
+    NUCLEUS_FIRST,
+    inverse_cdf,
+    nucleus,
+    row_seeds,
+    row_uniforms,
+    splitmix64,
+    uniform_table,
+)
 
 #: Significance level of the goodness-of-fit tests: a correct sampler fails one with this
 #: probability (the seeds are fixed, so a pass is a pass for good).
@@ -39,6 +48,8 @@ def test_row_uniforms_are_a_hash_of_seed_and_position_only():
         assert row_uniforms(seeds, position).tolist() == expected
     assert row_uniforms(seeds[1:], 3).tolist() == row_uniforms(seeds, 3)[1:].tolist()  # a row alone: the same
     assert not torch.equal(row_uniforms(seeds, 0), row_uniforms(seeds, 1))
+    table = uniform_table(seeds, 6)  # [N, 6]: what zoo's decoding loop draws with
+    assert all(torch.equal(table[:, t], row_uniforms(seeds, t)) for t in range(6))
     assert not torch.equal(seeds, row_seeds(["a", "b", "c"], seed=2))
 
 

@@ -31,7 +31,7 @@ def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
     assert summaries["zoo"]["s_per_step"] == 2.0 and summaries["zoo"]["sample_s"] == 1.5
     assert summaries["zoo"]["completion_tokens_per_s"] == 20.0  # medians of 20, 10, 20 tokens/s
     assert summaries["trl"]["s_per_step"] == 6.0 and "sample_s" not in summaries["trl"]
-    assert "zoo speed / TRL speed: 3.00x" in speed.table(summaries)
+    assert "zoo speed / TRL speed: 3.00x (steps per second)" in speed.table(summaries)
 
 
 @pytest.mark.parametrize("framework", ["zoo", "trl"])
@@ -60,3 +60,19 @@ def test_each_framework_runs_the_same_small_setting(tmp_path, framework):
     assert result["steps_timed"] == 1
     assert result["s_per_step"] > 0 and 0 < result["completion_tokens_per_s"]
     assert result["peak_gib"] > 0
+
+
+def test_rounds_pool_their_timed_steps_and_the_table_gives_cpu_ratios_per_zoo_loop():
+    def run(*cpu):
+        return {"steps": [{"s": 2 * c, "cpu_s": c, "tokens": 10} for c in cpu], "peak_gib": cpu[0]}
+
+    pooled = speed.pooled([run(9.0, 1.0, 2.0), run(8.0, 3.0, 4.0)], warmup=1)
+    assert [step["cpu_s"] for step in pooled["steps"]] == [1.0, 2.0, 3.0, 4.0] and pooled["peak_gib"] == 9.0
+    summaries = {
+        "zoo": speed.summarise(pooled, 0),  # CPU median 2.5
+        "zoo:generate": speed.summarise(run(5.0), 0),
+        "trl": speed.summarise(run(10.0), 0),
+    }
+    text = speed.table(summaries)
+    assert "zoo speed / TRL speed: 4.00x (CPU seconds per step)" in text
+    assert "zoo:generate speed / TRL speed: 2.00x (CPU seconds per step)" in text

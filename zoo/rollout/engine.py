@@ -3,7 +3,7 @@
 
 The policy encodes the prompts, checks and decodes what the engine returns, builds the `Rollout` and
 recomputes every log-prob the loss uses; an engine only samples token ids. `HFEngine` (the default,
-`zoo.rollout.hf`) runs Hugging Face ``generate`` on the policy's own model. Another engine (vLLM,
+`zoo.rollout.hf`) decodes on the policy's own model (`zoo.rollout.decode`). Another engine (vLLM,
 SGLang) is a `RolloutEngine` subclass named in the policy's ``engine`` option; the contract it must
 meet is in docs/grpo.md ("Rollout engines").
 """

@@ -1,18 +1,17 @@
-"""Everything specific to Hugging Face ``generate``: `HFEngine`, its seeded sampling
-(`SeededSampling`), the KV cache expansion (`expand_cache`) and prefix-shared generation
-(`generate_shared`)."""
+"""The default rollout engine, `HFEngine`, on the policy's own Hugging Face model: zoo's decoding
+loop (`zoo.rollout.decode`) or Hugging Face ``generate`` with seeded sampling as a logits processor
+(`SeededSampling`) and prefix-shared generation (`generate_shared`)."""
 
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 from transformers import LogitsProcessor
-from transformers.cache_utils import DynamicCache, StaticCache, StaticLayer
 
+from zoo.rollout.decode import decode, prefill
 from zoo.rollout.engine import Prompts, RolloutEngine, Sampling
 from zoo.rollout.progress import SamplingProgress
 from zoo.rollout.seeds import row_uniforms, sample_tokens
@@ -20,13 +19,25 @@ from zoo.sharding import unsharded
 
 
 class HFEngine(RolloutEngine):
-    """Hugging Face ``generate`` on the policy's own model (under FSDP2 gathered once per rollout),
-    with seeded per-row sampling, suppressed special tokens and prefix sharing; the policy's
-    ``share_prefix``, ``cache_implementation`` and ``compile_decode`` settings apply. It shares the
-    policy's weights, so there is nothing to sync or offload."""
+    """Sampling on the policy's own model (under FSDP2 gathered once per rollout), with seeded
+    per-row sampling, suppressed special tokens and prefix sharing; the policy's ``share_prefix``,
+    ``cache_implementation`` and ``compile_decode`` settings apply. It shares the policy's weights,
+    so there is nothing to sync or offload.
+
+    Args:
+        loop: ``zoo`` decodes with zoo's own loop (`zoo.rollout.decode`: one forward per token on a
+            cache written in place); ``generate`` with Hugging Face ``generate`` and logits
+            processors. Both give the same tokens for the same seeds; ``zoo`` does less work per
+            token.
+    """
+
+    def __init__(self, loop: str = "zoo"):
+        if loop not in ("zoo", "generate"):
+            raise ValueError(f"loop must be 'zoo' or 'generate', not {loop!r}")
+        self.loop = loop
 
     def sync_weights(self, policy) -> None:
-        return None  # generate runs on the policy's own (current) weights
+        return None  # sampling runs on the policy's own (current) weights
 
     def offload(self) -> None:
         return None  # no memory of its own
@@ -34,32 +45,40 @@ class HFEngine(RolloutEngine):
     def generate(self, prompts: Prompts, n: int, sampling: Sampling) -> Tensor:
         policy = self.policy
         batch = prompts.batch
-        prompt_length = batch.tensors["input_ids"].shape[1]
-        config = policy.generation_config(sampling.max_new_tokens)
-        processors = []
-        if not sampling.greedy:
-            processors = [
-                SeededSampling(sampling.seeds, prompt_length, sampling.temperature, sampling.top_p, sampling.banned_ids)
-            ]
-            # SeededSampling masks them with a mask built once; generate's own suppression runs
-            # isin over the vocabulary at every step (28 ms per token at 151,936 entries, 32 rows)
-            config.suppress_tokens = None
-        processors.append(SamplingProgress(prompt_length, sampling.max_new_tokens))  # a line every 10 s
         shared = policy.share_prefix if sampling.share_prefix is None else sampling.share_prefix
+        tensors, repeats = (
+            (batch.tensors, n) if shared else (batch.select([b for b in range(batch.size) for _ in range(n)]), 1)
+        )
+        config = policy.generation_config(sampling.max_new_tokens)
+        progress = SamplingProgress(batch.tensors["input_ids"].shape[1], sampling.max_new_tokens)  # a line every 10 s
         model = policy.model
         was_training = model.training
         model.eval()
         try:
             with unsharded(model):
-                if shared:
-                    out = generate_shared(
-                        model, batch.tensors, batch.media_keys, n, config, logits_processor=processors
-                    )
-                else:
-                    inputs = batch.select([b for b in range(batch.size) for _ in range(n)])
-                    out = model.generate(**inputs, generation_config=config, logits_processor=processors)
+                if self.loop == "zoo":
+                    return decode(model, dict(tensors), batch.media_keys, repeats, sampling, config, progress)
+                return self._generate(model, tensors, batch.media_keys, repeats, sampling, config, progress, shared)
         finally:
             model.train(was_training)
+
+    @staticmethod
+    def _generate(model, tensors, media_keys, repeats, sampling, config, progress, shared) -> Tensor:
+        """Hugging Face ``generate``: sampling as a logits processor (`SeededSampling`)."""
+        prompt_length = tensors["input_ids"].shape[1]
+        processors = [progress]
+        if not sampling.greedy:
+            seeded = SeededSampling(
+                sampling.seeds, prompt_length, sampling.temperature, sampling.top_p, sampling.banned_ids
+            )
+            processors.insert(0, seeded)
+            # SeededSampling masks them with a mask built once; generate's own suppression runs
+            # isin over the vocabulary at every step (28 ms per token at 151,936 entries, 32 rows)
+            config.suppress_tokens = None
+        if shared:
+            out = generate_shared(model, tensors, media_keys, repeats, config, logits_processor=processors)
+        else:
+            out = model.generate(**tensors, generation_config=config, logits_processor=processors)
         return out[:, prompt_length:]  # [N, L]
 
 
@@ -102,20 +121,6 @@ class SeededSampling(LogitsProcessor):
         return torch.full_like(scores, float("-inf")).scatter_(-1, tokens[:, None], 0.0)  # [N, V]
 
 
-def expand_cache(cache, repeats: int) -> None:
-    """Repeat every layer's keys and values ``repeats`` times along the batch, in place: row ``b``
-    becomes rows ``b * repeats ... (b + 1) * repeats - 1``. A static layer keeps a fixed address for
-    ``torch.compile``."""
-    for layer in cache.layers:
-        if not isinstance(layer, StaticLayer):
-            layer.batch_repeat_interleave(repeats)
-        elif layer.is_initialized:
-            layer.keys, layer.values = (t.repeat_interleave(repeats, dim=0) for t in (layer.keys, layer.values))
-            layer.batch_size *= repeats
-            torch._dynamo.mark_static_address(layer.keys)
-            torch._dynamo.mark_static_address(layer.values)
-
-
 def generate_shared(
     model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], repeats: int, generation_config, **kwargs
 ) -> Tensor:
@@ -142,24 +147,7 @@ def generate_shared(
     Returns:
         Prompt + completion ids ``[N, T + L]``, as ``generate`` returns them.
     """
-    ids = inputs["input_ids"]  # [B, T]
-    tokens = {k: v for k, v in inputs.items() if k not in media_keys and v.shape == ids.shape}  # ids, masks, types
-    media = {k: v for k, v in inputs.items() if k not in tokens}
     generation_config = copy.copy(generation_config)  # the cache is made here: generate must not make one
-    static, generation_config.cache_implementation = generation_config.cache_implementation == "static", None
-    text_config = model.config.get_text_config(decoder=True)
-    if static:  # never shorter than the last one, as generate does, so a compiled decoder is not rebuilt
-        length = max(ids.shape[1] + generation_config.max_new_tokens, getattr(model, "_previous_max_cache_length", 0))
-        model._previous_max_cache_length = length
-    cache = StaticCache(config=text_config, max_cache_len=length) if static else DynamicCache(config=text_config)
-    # the last prompt token is left to generate, which needs an uncached token to give the first
-    # logits
-    prefill = {k: v[:, :-1] for k, v in tokens.items()} | media  # [B, T - 1] and the media
-    decode = {k: v.repeat_interleave(repeats, dim=0) for k, v in tokens.items()}  # [N, T]
-    if "position_ids" in inspect.signature(model.forward).parameters:
-        positions = model._prepare_position_ids_for_generation(ids, dict(inputs))  # [..., B, T]
-        prefill["position_ids"] = positions[..., :-1]
-        decode["position_ids"] = positions.repeat_interleave(repeats, dim=-2)
-    model(**prefill, cache=cache, use_cache=True, logits_to_keep=1)
-    expand_cache(cache, repeats)
-    return model.generate(**decode, cache=cache, generation_config=generation_config, **kwargs)
+    cache, decode_inputs = prefill(model, inputs, media_keys, repeats, generation_config)
+    generation_config.cache_implementation = None
+    return model.generate(**decode_inputs, cache=cache, generation_config=generation_config, **kwargs)

@@ -60,10 +60,14 @@ class SamplingProgress(LogitsProcessor):
         self.timer = Every(every, clock)
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        self.report(input_ids.shape[1] - self.prompt_length, input_ids.shape[0])  # input_ids: [N, T + sampled]
+        return scores
+
+    def report(self, sampled: int, rows: int) -> None:
+        """The line, when one is due: ``sampled`` tokens so far in each of ``rows`` completions
+        (`zoo.rollout.decode` calls it at every token)."""
         if self.timer.due():
-            sampled = input_ids.shape[1] - self.prompt_length  # tokens per row so far, [N, T + sampled]
             rank_zero_info(
                 f"[zoo] sampling: {sampled} of at most {self.max_new_tokens} tokens in each of "
-                f"{input_ids.shape[0]} completions, {self.timer.elapsed:.0f} s into this rollout"
+                f"{rows} completions, {self.timer.elapsed:.0f} s into this rollout"
             )
-        return scores

@@ -66,6 +66,14 @@ def row_uniforms(seeds: Tensor, position: int) -> Tensor:
     return _shr(bits, 11).double() / float(1 << 53)
 
 
+def uniform_table(seeds: Tensor, positions: int) -> Tensor:
+    """`row_uniforms` of positions ``0 .. positions - 1`` at once, ``[N, positions]`` (column t is
+    ``row_uniforms(seeds, t)``, bit for bit)."""
+    steps = splitmix64(torch.arange(positions, device=seeds.device))  # [L]
+    bits = splitmix64(seeds[:, None] ^ steps[None, :])  # [N, L]
+    return _shr(bits, 11).double() / float(1 << 53)
+
+
 def nucleus(weights: Tensor, top_p: float) -> Tensor:
     """``weights`` ``[N, V]`` (unnormalised probabilities) with every token outside the top-p
     nucleus set to 0.

@@ -3,12 +3,13 @@
 1. One decoding step's sampling at the real vocabulary (151,936 rows, the last 271 banned as in
    Qwen2.5-VL): zoo's seeded inverse-CDF draw (`SeededSampling`) vs the seeded Gumbel-max noise it
    replaced (with generate's own suppression and temperature warper, as before).
-2. `PolicyModule.sample` (Hugging Face ``generate``, prefix sharing, seeded sampling) vs a raw loop
-   on the same model: the same prefill of the B prompts, the cache repeated G times, then one
-   forward per token and ``torch.multinomial`` on the masked, tempered softmax (``raw_loop``) or
-   the argmax (``raw_greedy``: the model's work alone). EOS is banned in all three, so every row
-   runs to the token limit. With ``--vocab`` the tiny model's vocabulary is
-   resized to that many rows (random, past the tokenizer, so banned).
+2. `PolicyModule.sample` with zoo's decoding loop (``zoo_sample``) and with Hugging Face
+   ``generate`` (``zoo_generate``), both with prefix sharing and seeded sampling, vs a raw loop on
+   the same model: the same prefill of the B prompts, the cache repeated G times, then one forward
+   per token and ``torch.multinomial`` on the masked, tempered softmax (``raw_loop``) or the argmax
+   (``raw_greedy``: the model's work alone). EOS is banned in all of them, so every row runs to the
+   token limit. With ``--vocab`` the tiny model's vocabulary is resized to that many rows (random,
+   past the tokenizer, so banned).
 
     python -m zoo.tools.sampling_speed --repeats 15 --vocab 151936
 """
@@ -25,7 +26,8 @@ from torch import Tensor
 from transformers import SuppressTokensLogitsProcessor, TemperatureLogitsWarper
 from transformers.cache_utils import DynamicCache
 
-from zoo.rollout.hf import SeededSampling, expand_cache
+from zoo.rollout.decode import expand_cache
+from zoo.rollout.hf import SeededSampling
 from zoo.rollout.seeds import _GOLDEN, _shr, row_seeds, splitmix64
 
 QWEN_VOCAB, QWEN_TOKENIZER = 151_936, 151_665  # Qwen2.5-VL's vocabulary rows and tokenizer length
@@ -142,8 +144,17 @@ def sample_costs(args) -> dict:
     policy = tiny_policy(args.vocab)
     examples = rotation_examples(args.prompts, args.image_size)
     n, length, temperature = args.generations, args.new_tokens, args.temperature
+
+    def zoo(loop: str):
+        def arm():
+            policy.engine.loop = loop
+            policy.sample(examples, n, max_new_tokens=length, temperature=temperature, seed=0)
+
+        return arm
+
     arms = {
-        "zoo_sample": lambda: policy.sample(examples, n, max_new_tokens=length, temperature=temperature, seed=0),
+        "zoo_sample": zoo("zoo"),  # zoo's decoding loop (zoo.rollout.decode)
+        "zoo_generate": zoo("generate"),  # the same through Hugging Face generate, as before
         "raw_loop": lambda: raw_loop(policy, examples, n, length, temperature),
         "raw_greedy": lambda: raw_loop(policy, examples, n, length, 0.0),  # the model's work alone
     }

@@ -42,6 +42,9 @@ class Settings:
         seed: Selects the prompts and seeds the sampling.
         share_prefix: zoo only: prefill each prompt once (TRL repeats prompts G times).
         cache_implementation: zoo only: ``dynamic`` or ``static`` KV cache for sampling.
+        suppress_eos: Never sample an EOS id, in both frameworks, so every completion runs to
+            ``max_new_tokens`` and both do the same decoding work.
+        loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo`` or ``generate``).
     """
 
     model: str = "tiny:qwen2_5_vl"
@@ -56,6 +59,8 @@ class Settings:
     seed: int = 0
     share_prefix: bool = True
     cache_implementation: str = "dynamic"
+    suppress_eos: bool = False
+    loop: str = "zoo"
 
 
 def _task():
@@ -86,13 +91,19 @@ def run_zoo(settings: Settings) -> dict:
 
     from datamodules import PretextDataModule
     from zoo import GRPOStrategy, QwenVLPolicy
+    from zoo.rollout import HFEngine
 
     class Clock(Callback):
         def __init__(self):
             self.steps: list[dict] = []
 
+        def on_fit_start(self, trainer, module):
+            if settings.suppress_eos:  # banned in sampling, and so masked in scoring as well
+                module.banned_ids = sorted(set(module.banned_ids) | set(module.eos_ids))
+                module.banned_mask[module.eos_ids] = True
+
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
-            self.start = time.perf_counter()
+            self.start, self.cpu = time.perf_counter(), time.process_time()
 
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             rollout = outputs["rollout"]
@@ -100,6 +111,7 @@ def run_zoo(settings: Settings) -> dict:
             self.steps.append(
                 {
                     "s": time.perf_counter() - self.start,
+                    "cpu_s": time.process_time() - self.cpu,
                     "tokens": int(rollout.completion_mask.sum()),
                     **{k.split("/")[1]: metrics[k] for k in ("perf/sample_s", "perf/score_s", "perf/train_s")},
                 }
@@ -112,6 +124,7 @@ def run_zoo(settings: Settings) -> dict:
         dtype=settings.dtype,
         share_prefix=settings.share_prefix,
         cache_implementation=settings.cache_implementation,
+        engine=HFEngine(loop=settings.loop),
         optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr),
     )
     data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0, seed=settings.seed)
@@ -174,10 +187,10 @@ def run_trl(settings: Settings) -> dict:
             self.steps: list[dict] = []
 
         def on_step_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
+            self.start, self.cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kwargs):
-            self.steps.append({"s": time.perf_counter() - self.start})
+            self.steps.append({"s": time.perf_counter() - self.start, "cpu_s": time.process_time() - self.cpu})
 
     def reward(prompts, completions, answer, **kwargs) -> list[float]:  # what the bare rotation task checks
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
@@ -185,6 +198,12 @@ def run_trl(settings: Settings) -> dict:
 
     path = tiny.resolve(settings.model)
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
+    processor = AutoProcessor.from_pretrained(path)
+    generation_kwargs = None
+    if settings.suppress_eos:  # TRL suppresses the image token itself: kept
+        eos = model.generation_config.eos_token_id
+        eos = {*(eos if isinstance(eos, list) else [eos]), processor.tokenizer.eos_token_id} - {None}
+        generation_kwargs = {"suppress_tokens": sorted({model.config.image_token_id, *eos})}
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
         per_device_train_batch_size=settings.prompts * settings.generations,
@@ -201,6 +220,7 @@ def run_trl(settings: Settings) -> dict:
         use_cpu=not torch.cuda.is_available(),
         bf16=settings.dtype == "bfloat16",
         shuffle_dataset=False,
+        generation_kwargs=generation_kwargs,
     )
     clock = Clock()
     trainer = GRPOTrainer(
@@ -208,7 +228,7 @@ def run_trl(settings: Settings) -> dict:
         reward_funcs=reward,
         args=config,
         train_dataset=_trl_dataset(settings),
-        processing_class=AutoProcessor.from_pretrained(path),
+        processing_class=processor,
         callbacks=[clock],
     )
     trainer.train()
@@ -231,7 +251,7 @@ def summarise(result: dict, warmup: int) -> dict:
         "peak_gib": result["peak_gib"],
         "steps_timed": len(steps),
     }
-    for phase in ("sample_s", "score_s", "train_s"):
+    for phase in ("cpu_s", "sample_s", "score_s", "train_s"):
         if phase in steps[0]:
             out[phase] = statistics.median(step[phase] for step in steps)
     return out
@@ -239,14 +259,17 @@ def summarise(result: dict, warmup: int) -> dict:
 
 def table(summaries: dict[str, dict]) -> str:
     """A plain-text table with the zoo/TRL speed ratio."""
-    names = ["s_per_step", "completion_tokens_per_s", "sample_s", "score_s", "train_s", "peak_gib"]
-    lines = [f"{'':26}" + "".join(f"{fw:>12}" for fw in summaries)]
+    names = ["s_per_step", "cpu_s", "completion_tokens_per_s", "sample_s", "score_s", "train_s", "peak_gib"]
+    lines = [f"{'':26}" + "".join(f"{fw:>14}" for fw in summaries)]
     for name in names:
-        cells = [f"{s[name]:12.3f}" if name in s else f"{'-':>12}" for s in summaries.values()]
+        cells = [f"{s[name]:14.3f}" if name in s else f"{'-':>14}" for s in summaries.values()]
         lines.append(f"{name:26}" + "".join(cells))
-    if {"zoo", "trl"} <= set(summaries):
-        ratio = summaries["trl"]["s_per_step"] / summaries["zoo"]["s_per_step"]
-        lines.append(f"zoo speed / TRL speed: {ratio:.2f}x (steps per second)")
+    for name in [n for n in summaries if n.startswith("zoo")] if "trl" in summaries else []:
+        ratio = summaries["trl"]["s_per_step"] / summaries[name]["s_per_step"]
+        lines.append(f"{name} speed / TRL speed: {ratio:.2f}x (steps per second)")
+        if "cpu_s" in summaries["trl"] and "cpu_s" in summaries[name]:
+            ratio = summaries["trl"]["cpu_s"] / summaries[name]["cpu_s"]
+            lines.append(f"{name} speed / TRL speed: {ratio:.2f}x (CPU seconds per step)")
     return "\n".join(lines)
 
 
@@ -256,33 +279,58 @@ class Speed(Settings):
     settings.
 
     Each framework runs in a subprocess of its own; the table gives the median seconds per step
-    after the warm-up, completion tokens per second, peak memory and the zoo/TRL speed ratio.
+    (wall and CPU) after the warm-up, completion tokens per second, peak memory and the zoo/TRL
+    speed ratios.
 
     Args:
-        frameworks: The frameworks to run, in order: ``zoo``, ``trl`` (the ``bench`` extra).
+        frameworks: The frameworks to run, in order: ``zoo``, ``trl`` (the ``bench`` extra), and
+            ``zoo:<loop>`` for zoo with another decoding loop (``zoo:generate``: Hugging Face
+            ``generate``).
+        rounds: Run the frameworks this many times, taking turns (zoo, trl, zoo, trl, ...), so a
+            change of machine load falls on all of them; the medians pool the timed steps of every
+            round, and the ratio of each round is printed too.
         json: Also write the settings and the summaries to this file.
     """
 
     frameworks: list[str] = field(default_factory=lambda: ["zoo", "trl"])
+    rounds: int = 1
     json: str | None = None
 
     def __call__(self) -> dict[str, dict]:
-        unknown = sorted(set(self.frameworks) - set(RUNNERS))
+        unknown = sorted({f.split(":")[0] for f in self.frameworks} - set(RUNNERS))
         if unknown:
             raise ValueError(f"unknown frameworks {unknown}; choose from {sorted(RUNNERS)}")
         settings = Settings(**{f.name: getattr(self, f.name) for f in fields(Settings)})
-        summaries = {}
-        for framework in self.frameworks:
-            with tempfile.TemporaryDirectory() as tmp:
-                out = Path(tmp) / "result.json"
-                command = [sys.executable, "-m", "zoo.tools.speed", framework, str(out), json.dumps(asdict(settings))]
-                subprocess.run(command, check=True, cwd=tmp)
-                summaries[framework] = summarise(json.loads(out.read_text()), settings.warmup)
+        runs = {name: [] for name in self.frameworks}
+        for _ in range(self.rounds):
+            for name in self.frameworks:
+                framework, _, loop = name.partition(":")
+                run = Settings(**{**asdict(settings), "loop": loop or settings.loop})
+                runs[name].append(_run(framework, run))
+        rounds = [table({n: summarise(r[i], settings.warmup) for n, r in runs.items()}) for i in range(self.rounds)]
+        summaries = {name: summarise(pooled(results, settings.warmup), 0) for name, results in runs.items()}
         print(f"settings: {asdict(settings)}")
+        for i, text in enumerate(rounds if self.rounds > 1 else []):
+            print(f"round {i + 1}: " + "; ".join(line for line in text.splitlines() if "TRL speed" in line))
         print(table(summaries))
         if self.json:
             Path(self.json).write_text(json.dumps({"settings": asdict(settings), "results": summaries}, indent=2))
         return summaries
+
+
+def _run(framework: str, settings: Settings) -> dict:
+    """One framework's steps, in a subprocess of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        command = [sys.executable, "-m", "zoo.tools.speed", framework, str(out), json.dumps(asdict(settings))]
+        subprocess.run(command, check=True, cwd=tmp)
+        return json.loads(out.read_text())
+
+
+def pooled(results: list[dict], warmup: int) -> dict:
+    """The timed steps (after ``warmup``) of several runs as one run, its peak the largest."""
+    steps = [step for result in results for step in result["steps"][warmup:]]
+    return {"steps": steps, "peak_gib": max(result["peak_gib"] for result in results)}
 
 
 def _child(framework: str, out: Path, settings: Settings) -> None:
