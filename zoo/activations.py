@@ -1,0 +1,97 @@
+"""Leaner activations saved for the backward pass, with the same values and gradients.
+
+Gated MLPs (``down_proj(act_fn(gate_proj(x)) * up_proj(x))``: Qwen, Llama, Gemma, ...) keep only
+their two projections and recompute the activation and the product in the backward (`GatedDown`).
+RMS norms keep only their input and recompute their float32 copies (`torch.utils.checkpoint`).
+Both recompute elementwise work only, never a matrix product.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import checkpoint
+
+#: The forward a gated MLP must have (whitespace and the input's name aside) to be made lean.
+_GATED = re.compile(r"self\.down_proj\(self\.act_fn\(self\.gate_proj\((\w+)\)\)\*self\.up_proj\(\1\)\)")
+
+
+class GatedDown(torch.autograd.Function):
+    """``linear(act(gate) * up, weight, bias)`` that saves ``gate`` and ``up`` (``[..., I]``) but
+    not the activation or the product: the backward recomputes them (elementwise) from the two."""
+
+    @staticmethod
+    def forward(ctx, gate: Tensor, up: Tensor, weight: Tensor, bias: Tensor | None, act: Callable) -> Tensor:
+        out = nn.functional.linear(act(gate) * up, weight, bias)  # [..., D]; autocast applies
+        ctx.save_for_backward(gate, up, weight)
+        ctx.act, ctx.dtype, ctx.bias_dtype = act, out.dtype, None if bias is None else bias.dtype
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        gate, up, weight = ctx.saved_tensors
+        need_gate, need_up, need_weight, need_bias = ctx.needs_input_grad[:4]
+        with torch.enable_grad():
+            g, u = gate.detach().requires_grad_(need_gate), up.detach().requires_grad_(need_up)
+            product = ctx.act(g) * u  # [..., I]
+        flat = grad.reshape(-1, grad.shape[-1])  # [tokens, D]
+        grad_weight = grad_bias = grad_gate = grad_up = None
+        if need_weight:  # what autograd computes for linear's weight: grad^T @ input
+            grad_weight = flat.t().mm(product.detach().to(ctx.dtype).reshape(-1, product.shape[-1]))
+            grad_weight = grad_weight.to(weight.dtype)
+        if need_bias:
+            grad_bias = flat.sum(0).to(ctx.bias_dtype)
+        if need_gate or need_up:
+            grad_product = grad.matmul(weight.to(ctx.dtype)).to(product.dtype)  # [..., I]
+            wanted = [t for t in (g, u) if t.requires_grad]
+            grads = iter(torch.autograd.grad(product, wanted, grad_product))
+            grad_gate = next(grads) if need_gate else None
+            grad_up = next(grads) if need_up else None
+        return grad_gate, grad_up, grad_weight, grad_bias, None
+
+
+def _lean_gated_forward(self, x: Tensor) -> Tensor:
+    down = self.down_proj
+    if type(down) is not nn.Linear or not torch.is_grad_enabled():  # LoRA-wrapped, or nothing to save
+        return down(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+    return GatedDown.apply(self.gate_proj(x), self.up_proj(x), down.weight, down.bias, self.act_fn)
+
+
+def _lean_norm_forward(self, x: Tensor) -> Tensor:
+    forward = type(self).forward.__get__(self)
+    if not (torch.is_grad_enabled() and x.requires_grad):
+        return forward(x)
+    return checkpoint(forward, x, use_reentrant=False, preserve_rng_state=False)
+
+
+def is_gated_mlp(module: nn.Module) -> bool:
+    """Whether ``module``'s forward is exactly ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``."""
+    if not all(hasattr(module, name) for name in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+        return False
+    try:
+        source = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        return False
+    return _GATED.search("".join(source.split())) is not None
+
+
+def lean_activations(model: nn.Module) -> int:
+    """Make every gated MLP and RMS norm of ``model`` save less for the backward (see the module
+    docstring); returns how many modules changed. Values and gradients are unchanged."""
+    changed = 0
+    for module in model.modules():
+        if is_gated_mlp(module):
+            module.forward = types.MethodType(_lean_gated_forward, module)
+        elif type(module).__name__.endswith("RMSNorm") and not list(module.children()):
+            module.forward = types.MethodType(_lean_norm_forward, module)
+        else:
+            continue
+        changed += 1
+    return changed
