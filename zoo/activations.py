@@ -38,23 +38,42 @@ class GatedDown(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         gate, up, weight = ctx.saved_tensors
         need_gate, need_up, need_weight, need_bias = ctx.needs_input_grad[:4]
-        with torch.enable_grad():
-            g, u = gate.detach().requires_grad_(need_gate), up.detach().requires_grad_(need_up)
-            product = ctx.act(g) * u  # [..., I]
         flat = grad.reshape(-1, grad.shape[-1])  # [tokens, D]
         grad_weight = grad_bias = grad_gate = grad_up = None
         if need_weight:  # what autograd computes for linear's weight: grad^T @ input
-            grad_weight = flat.t().mm(product.detach().to(ctx.dtype).reshape(-1, product.shape[-1]))
-            grad_weight = grad_weight.to(weight.dtype)
+            product = (ctx.act(gate) * up).to(ctx.dtype)  # [..., I]
+            grad_weight = flat.t().mm(product.reshape(-1, product.shape[-1])).to(weight.dtype)
+            del product
         if need_bias:
             grad_bias = flat.sum(0).to(ctx.bias_dtype)
         if need_gate or need_up:
-            grad_product = grad.matmul(weight.to(ctx.dtype)).to(product.dtype)  # [..., I]
-            wanted = [t for t in (g, u) if t.requires_grad]
-            grads = iter(torch.autograd.grad(product, wanted, grad_product))
-            grad_gate = next(grads) if need_gate else None
-            grad_up = next(grads) if need_up else None
+            grad_gate, grad_up = _gated_grads(ctx.act, gate, up, flat, weight.to(ctx.dtype), need_gate, need_up)
         return grad_gate, grad_up, grad_weight, grad_bias, None
+
+
+def _gated_grads(act, gate, up, flat, weight, need_gate, need_up, rows: int = 1024):
+    """Gradients on ``gate`` and ``up`` (``[..., I]``) of ``act(gate) * up`` given the one on the
+    down projection's output ``flat`` ``[tokens, D]``, ``rows`` tokens at a time, so that the
+    recomputed activation and its gradients are held for a few rows only (elementwise work: the
+    same numbers as all at once)."""
+    g2, u2 = gate.reshape(-1, gate.shape[-1]), up.reshape(-1, up.shape[-1])  # [tokens, I]
+    grad_gate = torch.empty_like(g2) if need_gate else None
+    grad_up = torch.empty_like(u2) if need_up else None
+    for s in range(0, len(g2), rows):
+        part = slice(s, s + rows)
+        with torch.enable_grad():
+            g, u = g2[part].detach().requires_grad_(need_gate), u2[part].detach().requires_grad_(need_up)
+            product = act(g) * u  # [rows, I]
+        grad_product = flat[part].mm(weight).to(product.dtype)  # [rows, I]
+        grads = iter(torch.autograd.grad(product, [t for t in (g, u) if t.requires_grad], grad_product))
+        if need_gate:
+            grad_gate[part] = next(grads)
+        if need_up:
+            grad_up[part] = next(grads)
+    return (
+        None if grad_gate is None else grad_gate.reshape(gate.shape),
+        None if grad_up is None else grad_up.reshape(up.shape),
+    )
 
 
 def _lean_gated_forward(self, x: Tensor) -> Tensor:

@@ -65,17 +65,21 @@ def grads_of(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("act", [nn.SiLU(), nn.GELU(approximate="tanh")], ids=["silu", "gelu"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_lean_block_matches_bit_for_bit(dtype, act, bias):
+@pytest.mark.parametrize("tokens", [15, 2500], ids=["one-chunk", "three-chunks"])  # the backward takes 1024 at a time
+def test_lean_block_matches_bit_for_bit(dtype, act, bias, tokens):
     torch.manual_seed(0)
     model = Block(act, bias).to(dtype)
     lean = copy.deepcopy(model)
     assert lean_activations(lean) == 2
-    x = torch.randn(3, 5, D, dtype=dtype)
+    x = torch.randn(5, tokens // 5, D, dtype=dtype)
     (out, grads), (lean_out, lean_grads) = grads_of(model, x), grads_of(lean, x)
     assert torch.equal(out, lean_out)
     assert grads.keys() == lean_grads.keys()
     for name in grads:
-        assert torch.equal(grads[name], lean_grads[name]), name
+        if name == "x" and tokens > 1024:  # its two branches' gradients can add in another order: 1 ulp
+            torch.testing.assert_close(grads[name], lean_grads[name], rtol=0, atol=1e-6 * float(grads[name].abs().max()))
+        else:
+            assert torch.equal(grads[name], lean_grads[name]), name
 
 
 def test_autocast_matches():
