@@ -62,7 +62,8 @@ class PolicyModule(LightningModule, ABC):
         lean_activations: Gated MLPs keep only their two projections for the backward and RMS norms
             only their input; the backward recomputes the rest, elementwise work only
             (`zoo.activations`). Same values and gradients, about half the activation memory per
-            token at Qwen2.5-VL-3B's widths; an MLP whose down projection has LoRA keeps its own.
+            token at Qwen2.5-VL-3B's widths; modules narrower than 1,024 and an MLP whose down
+            projection has LoRA keep their own.
         reuse_media_features: Scoring passes (training forward, old and reference log-probs) encode
             each prompt's media once and share the features among its completions (Qwen-VL,
             Qwen2.5-Omni images and videos, the spliced encoder LMs; see `media_once`); False

@@ -70,7 +70,7 @@ def test_lean_block_matches_bit_for_bit(dtype, act, bias, tokens):
     torch.manual_seed(0)
     model = Block(act, bias).to(dtype)
     lean = copy.deepcopy(model)
-    assert lean_activations(lean) == 2
+    assert lean_activations(lean, min_width=0) == 2
     x = torch.randn(5, tokens // 5, D, dtype=dtype)
     (out, grads), (lean_out, lean_grads) = grads_of(model, x), grads_of(lean, x)
     assert torch.equal(out, lean_out)
@@ -87,7 +87,7 @@ def test_autocast_matches():
     torch.manual_seed(0)
     model = Block(nn.SiLU())
     lean = copy.deepcopy(model)
-    lean_activations(lean)
+    lean_activations(lean, min_width=0)
     x = torch.randn(2, 4, D)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         (out, grads), (lean_out, lean_grads) = grads_of(model, x), grads_of(lean, x)
@@ -103,7 +103,7 @@ def test_frozen_parts_get_no_gradient():
     model.mlp.down_proj.requires_grad_(False)
     model.norm.requires_grad_(False)
     lean = model
-    lean_activations(lean)
+    lean_activations(lean, min_width=0)
     _, lean_grads = grads_of(lean, torch.randn(2, 3, D))
     assert lean.mlp.down_proj.weight.grad is None and lean.norm.weight.grad is None
     assert lean_grads["mlp.gate_proj.weight"] is not None
@@ -135,7 +135,7 @@ def test_gated_mlp_saves_its_projections_only():
     x = torch.randn(4, 8, D, dtype=torch.bfloat16, requires_grad=True)
     inter = 4 * 8 * INTER * 2  # one [4, 8, I] bfloat16 tensor
     before = saved_bytes(mlp, x)[torch.bfloat16]
-    lean_activations(mlp)
+    lean_activations(mlp, min_width=0)
     after = saved_bytes(mlp, x)[torch.bfloat16]
     # before: the input, gate, activation, up and product; after: the input, gate and up
     assert before - after == 2 * inter
@@ -145,15 +145,21 @@ def test_rms_norm_keeps_no_float32_copy():
     norm = ToyRMSNorm().to(torch.bfloat16)
     x = torch.randn(4, 8, D, dtype=torch.bfloat16, requires_grad=True)
     assert saved_bytes(norm, x).get(torch.float32, 0) >= 4 * 8 * D * 4
-    lean_activations(norm)
+    lean_activations(norm, min_width=0)
     assert saved_bytes(norm, x).get(torch.float32, 0) < 4 * 8 * D * 4  # [4, 8, 1] of rsqrt at most
+
+
+def test_narrow_modules_are_left_alone():
+    wide = nn.Sequential(Gated(nn.SiLU()), ToyRMSNorm())
+    assert lean_activations(wide, min_width=INTER) == 1  # the MLP (intermediate 10), not the norm (6)
+    assert "forward" in vars(wide[0]) and "forward" not in vars(wide[1])
 
 
 def test_only_the_gated_formula_is_replaced():
     assert is_gated_mlp(Gated(nn.SiLU()))
     assert not is_gated_mlp(Ungated(nn.SiLU()))
     model = nn.Sequential(Ungated(nn.SiLU()), nn.LayerNorm(D))
-    assert lean_activations(model) == 0
+    assert lean_activations(model, min_width=0) == 0
 
 
 @pytest.mark.parametrize("cls,ckpt", CASES, ids=[f"{cls.__name__}-{c}" for cls, c in CASES])
@@ -161,9 +167,8 @@ def test_every_policy_family_scores_the_same_with_lean_activations(cls, ckpt):
     """The policy default (lean) against ``lean_activations: false``, through every family's tiny
     checkpoint, media included: the same scores and parameter gradients, bit for bit."""
     plain = load(cls, ckpt, lean_activations=False)
-    lean = load(cls, ckpt)
-    assert any("forward" in vars(m) for m in lean.model.modules())
-    assert not any("forward" in vars(m) for m in plain.model.modules())
+    lean = load(cls, ckpt, lean_activations=False)
+    assert lean_activations(lean.model, min_width=0) > 0  # the tiny widths are below the default
     rollout = plain.sample(examples_for(plain), 2, max_new_tokens=5, seed=1, temperature=0.8)
     expected, expected_grads = train_pass(plain, rollout, 256)
     got, grads = train_pass(lean, rollout, 256)
