@@ -46,6 +46,8 @@ class Setting:
     vision_blocks: int = 1
     dtype: str = "bfloat16"
     image_size: int = 224
+    lean_activations: bool = True
+    gradient_checkpointing: bool = False
 
 
 def measure(setting: Setting) -> dict:
@@ -64,7 +66,12 @@ def measure(setting: Setting) -> dict:
             return AutoModelForImageTextToText.from_config(config, dtype=DTYPES[setting.dtype]), processor
 
     torch.manual_seed(0)
-    policy = RealWidth("tiny:qwen2_5_vl", score_chunk_tokens=setting.chunk)
+    policy = RealWidth(
+        "tiny:qwen2_5_vl",
+        score_chunk_tokens=setting.chunk,
+        lean_activations=setting.lean_activations,
+        gradient_checkpointing=setting.gradient_checkpointing,
+    )
     policy.configure_model()
     examples = [_example(setting.image_size, seed) for seed in range(setting.prompts)]
     generations = setting.rows // setting.prompts
@@ -149,6 +156,8 @@ class Scale:
         vision_blocks: Vision blocks (the 3B has 32).
         dtype: Parameter dtype.
         image_size: Side of each prompt's image, in pixels.
+        lean_activations: The policy's ``lean_activations`` (`zoo.activations`).
+        gradient_checkpointing: The policy's ``gradient_checkpointing``.
         json: Also write every measurement to this file.
     """
 
@@ -161,6 +170,8 @@ class Scale:
     vision_blocks: int = 1
     dtype: str = "bfloat16"
     image_size: int = 224
+    lean_activations: bool = True
+    gradient_checkpointing: bool = False
     json: str | None = None
 
     def __call__(self) -> list[dict]:

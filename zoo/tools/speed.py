@@ -42,6 +42,10 @@ class Settings:
         seed: Selects the prompts and seeds the sampling.
         share_prefix: zoo only: prefill each prompt once (TRL repeats prompts G times).
         cache_implementation: zoo only: ``dynamic`` or ``static`` KV cache for sampling.
+        text_layers: With ``tiny:qwen2_5_vl_3b``: build it in memory (random weights, seeded) with
+            only this many decoder layers, its widths and vocabulary kept, instead of the saved
+            36-layer model; None loads ``model`` as it is.
+        vision_blocks: The vision blocks of that in-memory model.
         suppress_eos: Never sample an EOS id, in both frameworks, so every completion runs to
             ``max_new_tokens`` and both do the same decoding work.
         loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo`` or ``generate``).
@@ -59,8 +63,47 @@ class Settings:
     seed: int = 0
     share_prefix: bool = True
     cache_implementation: str = "dynamic"
+    text_layers: int | None = None
+    vision_blocks: int = 1
     suppress_eos: bool = False
     loop: str = "zoo"
+
+
+def _in_memory(settings: Settings) -> tuple | None:
+    """``(model, processor)`` of a ``tiny:qwen2_5_vl_3b`` cut to ``text_layers`` decoder layers,
+    or None when ``model`` is loaded as it is."""
+    if settings.text_layers is None:
+        return None
+    if settings.model != "tiny:qwen2_5_vl_3b":
+        raise ValueError(f"text_layers needs model tiny:qwen2_5_vl_3b, got {settings.model!r}")
+    from transformers import AutoModelForImageTextToText
+
+    from zoo.policy import DTYPES
+    from zoo.qwen_vl import _qwen2_5_vl_3b
+
+    config, processor = _qwen2_5_vl_3b(settings.text_layers, settings.vision_blocks)
+    torch.manual_seed(settings.seed)
+    model = AutoModelForImageTextToText.from_config(config, dtype=DTYPES[settings.dtype])
+    model.generation_config.eos_token_id = config.get_text_config().eos_token_id
+    model.generation_config.pad_token_id = config.get_text_config().pad_token_id
+    return model, processor
+
+
+def _zoo_policy(settings: Settings, **kwargs):
+    """zoo's policy for ``settings``: the in-memory model if any, EOS banned if asked."""
+    from zoo import QwenVLPolicy
+
+    built = _in_memory(settings)
+
+    class Policy(QwenVLPolicy):
+        def load(self, path: str):
+            return super().load(path) if built is None else built
+
+        def _banned_ids(self, vocab: int) -> list[int]:
+            banned = super()._banned_ids(vocab)
+            return sorted({*banned, *self.eos_ids}) if settings.suppress_eos else banned
+
+    return Policy("tiny:qwen2_5_vl" if built is not None else settings.model, **kwargs)
 
 
 def _task():
@@ -90,17 +133,12 @@ def run_zoo(settings: Settings) -> dict:
     from lightning.pytorch import Callback, Trainer, seed_everything
 
     from datamodules import PretextDataModule
-    from zoo import GRPOStrategy, QwenVLPolicy
+    from zoo import GRPOStrategy
     from zoo.rollout import HFEngine
 
     class Clock(Callback):
         def __init__(self):
             self.steps: list[dict] = []
-
-        def on_fit_start(self, trainer, module):
-            if settings.suppress_eos:  # banned in sampling, and so masked in scoring as well
-                module.banned_ids = sorted(set(module.banned_ids) | set(module.eos_ids))
-                module.banned_mask[module.eos_ids] = True
 
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             self.start, self.cpu = time.perf_counter(), time.process_time()
@@ -119,8 +157,8 @@ def run_zoo(settings: Settings) -> dict:
 
     seed_everything(settings.seed)
     accelerator = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = QwenVLPolicy(
-        settings.model,
+    policy = _zoo_policy(
+        settings,
         dtype=settings.dtype,
         share_prefix=settings.share_prefix,
         cache_implementation=settings.cache_implementation,
@@ -196,14 +234,17 @@ def run_trl(settings: Settings) -> dict:
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
         return [float(t.strip() == a) for a, t in zip(answer, texts, strict=True)]
 
-    path = tiny.resolve(settings.model)
-    model = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
-    processor = AutoProcessor.from_pretrained(path)
-    generation_kwargs = None
-    if settings.suppress_eos:  # TRL suppresses the image token itself: kept
+    built = _in_memory(settings)
+    if built is None:
+        path = tiny.resolve(settings.model)
+        built = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
+        built = built, AutoProcessor.from_pretrained(path)
+    model, processor = built
+    generation = None
+    if settings.suppress_eos:  # TRL's own suppression (the image token) is replaced, so keep it
         eos = model.generation_config.eos_token_id
         eos = {*(eos if isinstance(eos, list) else [eos]), processor.tokenizer.eos_token_id} - {None}
-        generation_kwargs = {"suppress_tokens": sorted({model.config.image_token_id, *eos})}
+        generation = {"suppress_tokens": sorted({model.config.image_token_id, *eos})}
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
         per_device_train_batch_size=settings.prompts * settings.generations,
@@ -220,7 +261,7 @@ def run_trl(settings: Settings) -> dict:
         use_cpu=not torch.cuda.is_available(),
         bf16=settings.dtype == "bfloat16",
         shuffle_dataset=False,
-        generation_kwargs=generation_kwargs,
+        generation_kwargs=generation,
     )
     clock = Clock()
     trainer = GRPOTrainer(
