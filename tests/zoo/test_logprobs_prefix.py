@@ -9,7 +9,7 @@ import logging
 import pytest
 import torch
 
-import zoo.policy
+import zoo.scoring
 from tests.zoo.test_logprobs_policies import CASES, assert_same_gradients, load, train_pass
 from tests.zoo.test_policy_contract import examples_for
 from zoo import QwenVLPolicy
@@ -112,8 +112,8 @@ def test_gradient_checkpointing_scores_whole_rows_and_says_so_once(caplog):
     rollout = policy.sample(examples_for(policy), 2, max_new_tokens=4, seed=5)
     widths = forward_widths(policy)
     rows = torch.arange(rollout.size)
-    zoo.policy._prefix_refusals.clear()
-    with caplog.at_level(logging.WARNING, logger="zoo.policy"):
+    zoo.scoring._prefix_refusals.clear()
+    with caplog.at_level(logging.WARNING, logger="zoo.scoring"):
         for _ in range(2):
             policy.token_scores(rollout, rows)
     assert [w[0] for w in widths] == [rollout.size] * 2
