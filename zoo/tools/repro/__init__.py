@@ -80,5 +80,8 @@ def repro(
     }
     unknown = sorted(set(given) - {f.name for f in dataclasses.fields(module.OPTIONS)})
     if unknown:
-        raise ValueError(f"zoo repro {claim} takes no {', '.join(unknown)} (only the perception-base claims do)")
+        raise ValueError(
+            f"zoo repro {claim} takes no {', '.join(unknown)} (the perception-base claims take plot and "
+            "probe_every, tool_use probe_every)"
+        )
     return module.main(dataclasses.replace(module.OPTIONS, **given))
