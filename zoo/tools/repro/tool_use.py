@@ -130,12 +130,14 @@ def _fit(policy, strategy, steps: int, lr: float, data, callbacks: list) -> None
 
 def grpo_curve(steps: list[dict], bins: int = 4) -> list[dict[str, float]]:
     """The GRPO stage's training metrics in ``bins`` equal windows of steps: the mean reward,
-    accuracy, grounding and tool calls per row of the sampled rows (temperature 1)."""
+    accuracy, grounding, tool calls per row and share of rows ending on an invalid action, of the
+    sampled rows (temperature 1)."""
     keys = {
         "reward": "train/reward",
         "accuracy": "train/reward/zoom_marker/accuracy",
         "grounding": "train/reward/zoom_marker/grounding",
         "calls": "train/tools/calls",
+        "invalid": "train/tools/invalid",
     }
     size = max(1, len(steps) // bins)
     out = []
