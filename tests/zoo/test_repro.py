@@ -8,7 +8,7 @@ import json
 import pytest
 
 from zoo.cli import main as zoo_main
-from zoo.tools.repro import dynamic_sampling, grid_transfer, repro
+from zoo.tools.repro import dynamic_sampling, grid_transfer, repro, tool_use
 
 SMALL = {"steps": 2, "val_size": 8}
 
@@ -89,3 +89,30 @@ def test_cli_names_the_claims(capsys):
 def test_an_option_of_the_transfer_claims_is_refused_by_the_others():
     with pytest.raises(ValueError, match="zoo repro kl_penalty takes no plot, probe_every"):
         repro("kl_penalty", probe_every=5, plot="curve.png")
+
+
+def _tool_row(arm, seed, accuracy, calls=1.0, grounding=1.0):
+    return {"arm": arm, "seed": seed, "after": {"accuracy": accuracy, "calls": calls, "grounding": grounding}}
+
+
+def test_tool_use_verdict_needs_the_margin_and_the_spread():
+    without = [_tool_row("without tool", s, a, 0.0, 0.0) for s, a in enumerate((0.5, 0.47, 0.53))]
+    gain = without + [_tool_row("with tool", s, a) for s, a in enumerate((0.72, 0.75, 0.78))]
+    held, note = tool_use.verdict(gain)
+    assert held is True and "gap +0.250, needs > 0.100" in note and "1.00 of rows call it" in note
+    # above chance, but not by MARGIN over the arm without the tool
+    small = without + [_tool_row("with tool", s, a) for s, a in enumerate((0.56, 0.58, 0.6))]
+    assert tool_use.verdict(small)[0] is False
+    # a mean gain of 0.2 within a seed spread of 0.3 is not a gain
+    spread = without + [_tool_row("with tool", s, a) for s, a in enumerate((0.4, 0.7, 1.0))]
+    held, note = tool_use.verdict(spread)
+    assert held is False and "needs > 0.300" in note
+    assert tool_use.verdict(without) == (None, "needs both arms")
+
+
+def test_tool_use_curve_windows_the_grpo_metrics():
+    steps = [{"train/reward": r, "train/tools/calls": c} for r, c in ((0, 0), (1, 1), (1, 0.5), (0, 0.5))]
+    assert tool_use.grpo_curve(steps, bins=2) == [
+        {"steps": 2, "reward": 0.5, "calls": 0.5},
+        {"steps": 4, "reward": 0.5, "calls": 0.5},
+    ]

@@ -18,6 +18,7 @@ Claim = Literal[
     "base_grid",
     "cold_start",
     "dynamic_sampling",
+    "tool_use",
 ]
 CLAIMS = get_args(Claim)
 
@@ -44,7 +45,8 @@ def repro(
             (pretext GRPO lifts downstream questions), ``base_graded``, ``base_grid``,
             ``cold_start`` (SFT on demonstrations before GRPO, or GRPO alone). From a random-init
             model again: ``dynamic_sampling`` (DAPO refill trains on more groups with unequal
-            rewards).
+            rewards); ``tool_use`` (a crop tool lets a tiny policy read what its first view cannot:
+            SFT then GRPO with the tool vs without it).
         steps: GRPO steps per arm (None: the claim's full CPU budget, whose numbers
             docs/reproductions.md reports).
         seeds: Seeds, each a run of every arm (None: ``[0]``; ``[0, 1, 2]`` for the perception-base
@@ -56,8 +58,8 @@ def repro(
             (arms run apart).
         threads: torch CPU threads (None: 2; 1 for the perception-base claims, which waste less on a
             busy machine).
-        probe_every: Perception-base claims only: steps between downstream evaluations (the curve;
-            None: the claim's; 0: before and after only).
+        probe_every: Perception-base claims and ``tool_use`` only: steps between held-out
+            evaluations (the curve; None: the claim's; 0: before and after only).
         plot: Perception-base claims only: also write the downstream accuracy curves to this PNG.
     """
     module = importlib.import_module(f"zoo.tools.repro.{claim}")
@@ -78,5 +80,8 @@ def repro(
     }
     unknown = sorted(set(given) - {f.name for f in dataclasses.fields(module.OPTIONS)})
     if unknown:
-        raise ValueError(f"zoo repro {claim} takes no {', '.join(unknown)} (only the perception-base claims do)")
+        raise ValueError(
+            f"zoo repro {claim} takes no {', '.join(unknown)} (the perception-base claims take plot and "
+            "probe_every, tool_use probe_every)"
+        )
     return module.main(dataclasses.replace(module.OPTIONS, **given))

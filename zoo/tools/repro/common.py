@@ -30,6 +30,8 @@ TRAIN_KEYS = (
     "train/dynamic/groups_drawn",
     "train/dynamic/groups_kept",
     "train/dynamic/cap_hit",
+    "train/tools/calls",
+    "train/tools/invalid",
 )
 
 
