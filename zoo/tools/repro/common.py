@@ -247,18 +247,21 @@ def chosen_arms(arms: list, names: list[str] | None) -> list:
     return [arm for arm in arms if not names or arm.name in names]
 
 
+def claim_rows(options, arms: list, run) -> list[dict]:
+    """The rows of a claim: ``run(arm, seed)`` for every seed and chosen arm (``--arms``), or the
+    rows of the ``--merge`` files; torch gets ``--threads`` threads first."""
+    torch.set_num_threads(options.threads)
+    if options.merge:
+        return [row for path in options.merge for row in json.loads(Path(path).read_text())["rows"]]
+    return [run(arm, seed) for seed in options.seeds for arm in chosen_arms(arms, options.arms)]
+
+
 def run_claim(
     args: Options, arms: list[Arm], claim: str, verdict, train_keys: list[str], eval_parts: list[tuple[str, str]]
 ) -> dict:
     """Run every arm for every seed (or read ``--merge`` files), print the claim, the table and the
     verdict (``held`` is None when the rows cannot decide it); write ``--json``."""
-    torch.set_num_threads(args.threads)
-    if args.merge:
-        rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
-    else:
-        rows = [
-            run_arm(arm, seed, args.steps, args.val_size) for seed in args.seeds for arm in chosen_arms(arms, args.arms)
-        ]
+    rows = claim_rows(args, arms, lambda arm, seed: run_arm(arm, seed, args.steps, args.val_size))
     held, note = verdict(rows)
     print(f"claim: {claim}")
     print(table(rows, train_keys, eval_parts))

@@ -26,7 +26,7 @@ from lightning.pytorch import Callback, Trainer, seed_everything
 
 from datamodules import PretextDataModule, SyntheticScenes
 from tasks import ZoomMarker
-from zoo.tools.repro.common import MODEL, Options, Recorder, chosen_arms, verdict_line
+from zoo.tools.repro.common import MODEL, Options, Recorder, claim_rows, verdict_line
 from zoo.tools.repro.transfer import seed_stats
 
 CLAIM = (
@@ -267,15 +267,11 @@ def main(options: ToolUseOptions) -> dict:
     """Run the claim with ``options`` (`zoo.tools.repro.repro`): every arm for every seed, or the
     rows of ``--merge`` files; print the table, the summary over seeds, the curves and the
     verdict."""
-    torch.set_num_threads(options.threads)
-    if options.merge:
-        rows = [row for path in options.merge for row in json.loads(Path(path).read_text())["rows"]]
-    else:
-        rows = [
-            run_tool_arm(arm, seed, options.steps, options.probe_every, options.val_size)
-            for seed in options.seeds
-            for arm in chosen_arms(ARMS, options.arms)
-        ]
+    rows = claim_rows(
+        options,
+        ARMS,
+        lambda arm, seed: run_tool_arm(arm, seed, options.steps, options.probe_every, options.val_size),
+    )
     held, note = verdict(rows)
     print(f"claim: {CLAIM}")
     print(table(rows))

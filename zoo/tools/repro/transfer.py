@@ -22,7 +22,7 @@ from datamodules import PretextDataModule
 from datamodules.sources.base import Source
 from tasks import Task
 from zoo.tools import perception_base
-from zoo.tools.repro.common import Options, Recorder, chosen_arms, verdict_line, window
+from zoo.tools.repro.common import Options, Recorder, claim_rows, verdict_line, window
 from zoo.tools.repro.downstream import DownstreamProbe, downstream_scores
 
 BASE = "tiny:qwen2_5_vl_perception"
@@ -257,15 +257,9 @@ def run_transfer_claim(
     import json
     from pathlib import Path
 
-    torch.set_num_threads(args.threads)
-    if args.merge:
-        rows = [row for path in args.merge for row in json.loads(Path(path).read_text())["rows"]]
-    else:
-        rows = [
-            run_transfer_arm(arm, seed, args.steps, args.probe_every, args.val_size)
-            for seed in args.seeds
-            for arm in chosen_arms(arms, args.arms)
-        ]
+    rows = claim_rows(
+        args, arms, lambda arm, seed: run_transfer_arm(arm, seed, args.steps, args.probe_every, args.val_size)
+    )
     held, note = verdict(rows)
     print(f"claim: {claim}")
     for r in rows:
