@@ -231,7 +231,7 @@ class Evaluation:
             n,
             max_new_tokens=self.max_new_tokens,
             seed=None if self.temperature == 0 else self.seed,
-            any_rank=module.trainer.strategy.any_rank if hasattr(module.trainer.strategy, "any_rank") else bool,
+            any_rank=getattr(module.trainer.strategy, "any_rank", bool),
             **options,
         )
         rewards = verify(datamodule, rollout)

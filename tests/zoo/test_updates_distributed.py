@@ -2,16 +2,8 @@
 gradients `test_grpo_gradients` pins against the reference on 2 processes): 2 processes each, the
 quickstart's tiny model, plain SGD so a wrong share or normaliser shows in the weights."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from tests.zoo.two_process import assert_same_update_that_trains, fit_weights, sgd_quickstart
 
-import torch
-
-from zoo.checkpoints import read_checkpoint
-
-ROOT = Path(__file__).parents[2]
 ARGS = [
     *("--trainer.max_steps", "4"),  # 2 rollouts, 2 optimizer steps each
     *("--trainer.devices", "2"),
@@ -26,32 +18,14 @@ ARGS = [
 ]
 
 
-def run(config: Path, cwd: Path, strategy: str) -> dict:
-    cwd.mkdir()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "zoo", "fit", "--config", str(config), *ARGS, "--trainer.strategy", strategy]
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    (ckpt,) = cwd.glob("runs/lightning_logs/*/checkpoints/*.ckpt")
-    assert "step=4" in ckpt.name
-    return read_checkpoint(ckpt)["state_dict"]
+def run(config, cwd, strategy: str) -> dict:
+    weights, name = fit_weights(config, cwd, [*ARGS, "--trainer.strategy", strategy])
+    assert "step=4" in name
+    return weights
 
 
 def test_fsdp2_takes_the_mini_batch_steps_ddp_takes(tmp_path):
-    text = (ROOT / "configs" / "quickstart.yaml").read_text()
-    old = "class_path: torch.optim.AdamW\n      init_args: {lr: 3.0e-4, betas: [0.9, 0.99], weight_decay: 0.0}"
-    assert old in text
-    config = tmp_path / "sgd.yaml"
-    config.write_text(text.replace(old, "class_path: torch.optim.SGD\n      init_args: {lr: 1.0}"))
+    config = sgd_quickstart(tmp_path)
     ddp = run(config, tmp_path / "ddp", "zoo.grpo.GRPODDPStrategy")
     fsdp = run(config, tmp_path / "fsdp", "zoo.grpo.GRPOFSDPStrategy")
-    assert set(fsdp) == set(ddp)
-    for name, value in ddp.items():
-        torch.testing.assert_close(fsdp[name].float(), value.float(), atol=1e-5, rtol=1e-4, msg=name)
-    from zoo import QwenVLPolicy
-
-    torch.manual_seed(0)
-    initial = QwenVLPolicy("tiny:qwen2_5_vl")
-    initial.configure_model()
-    moved = [not torch.equal(initial.state_dict()[name], value) for name, value in ddp.items()]
-    assert sum(moved) > len(moved) // 2
+    assert_same_update_that_trains(ddp, fsdp)
