@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from transformers.cache_utils import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
 from zoo.rollout.engine import Sampling
+from zoo.rollout.lean_step import LeanStep
 from zoo.rollout.progress import SamplingProgress
 from zoo.rollout.seeds import sample_tokens, uniform_table
 
@@ -103,6 +104,7 @@ def decode(
     sampling: Sampling,
     config,
     progress: SamplingProgress | None = None,
+    lean: bool = True,
 ) -> Tensor:
     """Completions ``[N, L]`` of the B prompts of ``inputs``, each repeated ``repeats`` times: the
     tokens ``generate_shared`` returns after the prompt, for the same seeds.
@@ -120,6 +122,7 @@ def decode(
         sampling: Temperature, top-p, greedy, seeds, EOS and banned ids, ``max_new_tokens``.
         config: The policy's ``GenerationConfig`` (cache implementation, compilation).
         progress: Reports the tokens sampled so far during a long rollout.
+        lean: Decode with `LeanStep` where it supports the model (the same logits, less work).
     """
     cache, kwargs = prefill(model, inputs, media_keys, repeats, config)
     # a spliced LM (zoo.spliced) embeds media in its own forward; past the prefill it is its text LM
@@ -131,6 +134,7 @@ def decode(
     if "logits_to_keep" in inspect.signature(lm.forward).parameters:
         kwargs["logits_to_keep"] = 1
     step = lm.get_compiled_call(config.compile_config) if lm._valid_auto_compile_criteria(kwargs, config) else lm
+    lean_step = LeanStep.of(lm, kwargs, cache, length + sampling.max_new_tokens) if lean and step is lm else None
     tokens = kwargs.pop("input_ids")[:, -1:]  # [N, 1] the last prompt token
     banned = None  # [V] bool, built at the first step (the logits give V)
     eos = torch.tensor(sampling.eos_ids, device=tokens.device)
@@ -138,12 +142,15 @@ def decode(
     uniforms = None if sampling.greedy else uniform_table(sampling.seeds.to(tokens.device), sampling.max_new_tokens)
     out = []
     for position in range(sampling.max_new_tokens):
-        step_inputs = lm.prepare_inputs_for_generation(
-            tokens, next_sequence_length=1, is_first_iteration=position == 0, **kwargs
-        )
-        outputs = step(**step_inputs, return_dict=True)
-        kwargs = lm._update_model_kwargs_for_generation(outputs, kwargs)
-        logits = outputs.logits[:, -1].float()  # [N, V]
+        if lean_step is not None:
+            logits = lean_step(tokens).float()  # [N, V]
+        else:
+            step_inputs = lm.prepare_inputs_for_generation(
+                tokens, next_sequence_length=1, is_first_iteration=position == 0, **kwargs
+            )
+            outputs = step(**step_inputs, return_dict=True)
+            kwargs = lm._update_model_kwargs_for_generation(outputs, kwargs)
+            logits = outputs.logits[:, -1].float()  # [N, V]
         if banned is None:
             banned = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
             banned[list(sampling.banned_ids)] = True

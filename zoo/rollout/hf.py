@@ -26,14 +26,17 @@ class HFEngine(RolloutEngine):
 
     Args:
         loop: ``zoo`` decodes with zoo's own loop (`zoo.rollout.decode`: one forward per token on a
-            cache written in place); ``generate`` with Hugging Face ``generate`` and logits
-            processors. Both give the same tokens for the same seeds; ``zoo`` does less work per
-            token.
+            cache written in place), each step through `zoo.rollout.lean_step.LeanStep` where it
+            supports the model; ``forward`` the same loop through the model's own forward at every
+            step; ``generate`` with Hugging Face ``generate`` and logits processors. All give the
+            same tokens for the same seeds; ``zoo`` does the least work per token.
     """
 
+    LOOPS = ("zoo", "forward", "generate")
+
     def __init__(self, loop: str = "zoo"):
-        if loop not in ("zoo", "generate"):
-            raise ValueError(f"loop must be 'zoo' or 'generate', not {loop!r}")
+        if loop not in self.LOOPS:
+            raise ValueError(f"loop must be one of {self.LOOPS}, not {loop!r}")
         self.loop = loop
 
     def sync_weights(self, policy) -> None:
@@ -56,8 +59,9 @@ class HFEngine(RolloutEngine):
         model.eval()
         try:
             with unsharded(model):
-                if self.loop == "zoo":
-                    return decode(model, dict(tensors), batch.media_keys, repeats, sampling, config, progress)
+                if self.loop != "generate":
+                    lean = self.loop == "zoo"
+                    return decode(model, dict(tensors), batch.media_keys, repeats, sampling, config, progress, lean)
                 return self._generate(model, tensors, batch.media_keys, repeats, sampling, config, progress, shared)
         finally:
             model.train(was_training)

@@ -3,8 +3,9 @@
 1. One decoding step's sampling at the real vocabulary (151,936 rows, the last 271 banned as in
    Qwen2.5-VL): zoo's seeded inverse-CDF draw (`SeededSampling`) vs the seeded Gumbel-max noise it
    replaced (with generate's own suppression and temperature warper, as before).
-2. `PolicyModule.sample` with zoo's decoding loop (``zoo_sample``) and with Hugging Face
-   ``generate`` (``zoo_generate``), both with prefix sharing and seeded sampling, vs a raw loop on
+2. `PolicyModule.sample` with zoo's decoding loop (``zoo_sample``; ``zoo_forward``: the same loop
+   without `zoo.rollout.lean_step.LeanStep`) and with Hugging Face ``generate``
+   (``zoo_generate``), all with prefix sharing and seeded sampling, vs a raw loop on
    the same model: the same prefill of the B prompts, the cache repeated G times, then one forward
    per token and ``torch.multinomial`` on the masked, tempered softmax (``raw_loop``) or the argmax
    (``raw_greedy``: the model's work alone). EOS is banned in all of them, so every row runs to the
@@ -153,7 +154,8 @@ def sample_costs(args) -> dict:
         return arm
 
     arms = {
-        "zoo_sample": zoo("zoo"),  # zoo's decoding loop (zoo.rollout.decode)
+        "zoo_sample": zoo("zoo"),  # zoo's decoding loop (zoo.rollout.decode), lean steps
+        "zoo_forward": zoo("forward"),  # the same loop through the model's own forward
         "zoo_generate": zoo("generate"),  # the same through Hugging Face generate, as before
         "raw_loop": lambda: raw_loop(policy, examples, n, length, temperature),
         "raw_greedy": lambda: raw_loop(policy, examples, n, length, 0.0),  # the model's work alone

@@ -35,11 +35,9 @@ def real_width_config(text_layers: int, vision_blocks: int):
 
 
 @dataclass
-class Setting:
-    """One measured pass: ``rows`` completions of ``length`` tokens, chunked or not."""
+class Shape:
+    """The model and the rows a measured pass runs (see `Scale` for each field)."""
 
-    length: int
-    chunk: int | None
     rows: int = 16
     prompts: int = 4
     text_layers: int = 1
@@ -48,6 +46,14 @@ class Setting:
     image_size: int = 224
     lean_activations: bool = True
     gradient_checkpointing: bool = False
+
+
+@dataclass(kw_only=True)
+class Setting(Shape):
+    """One measured pass: ``rows`` completions of ``length`` tokens, chunked or not."""
+
+    length: int
+    chunk: int | None
 
 
 def measure(setting: Setting) -> dict:
@@ -141,9 +147,10 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 @dataclass
-class Scale:
-    """Peak memory of one scoring forward + backward, full logits vs chunked, at Qwen2.5-VL-3B's
-    widths (random weights, built offline); each setting in a fresh process.
+class Scale(Shape):
+    """Peak memory of one scoring forward + backward at Qwen2.5-VL-3B's widths, chunked or not.
+
+    The model has random weights, built offline; each setting runs in a fresh process.
 
     Args:
         lengths: Completion lengths measured with the chunked path.
@@ -164,21 +171,12 @@ class Scale:
     lengths: list[int] = field(default_factory=lambda: [128, 256, 512])
     full_lengths: list[int] = field(default_factory=lambda: [32, 64, 128])
     chunk: int = 256
-    rows: int = 16
-    prompts: int = 4
-    text_layers: int = 1
-    vision_blocks: int = 1
-    dtype: str = "bfloat16"
-    image_size: int = 224
-    lean_activations: bool = True
-    gradient_checkpointing: bool = False
     json: str | None = None
 
     def __call__(self) -> list[dict]:
-        # every field a Setting shares with this command, besides its length and chunk
-        shared = {f.name: getattr(self, f.name) for f in fields(Setting) if f.name not in ("length", "chunk")}
-        settings = [Setting(n, None, **shared) for n in self.full_lengths]
-        settings += [Setting(n, self.chunk, **shared) for n in self.lengths]
+        shape = {f.name: getattr(self, f.name) for f in fields(Shape)}
+        settings = [Setting(length=n, chunk=None, **shape) for n in self.full_lengths]
+        settings += [Setting(length=n, chunk=self.chunk, **shape) for n in self.lengths]
         results = [self._run(s) for s in settings]
         print(table(results))
         if self.json:

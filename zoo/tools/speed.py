@@ -48,7 +48,8 @@ class Settings:
         vision_blocks: The vision blocks of that in-memory model.
         suppress_eos: Never sample an EOS id, in both frameworks, so every completion runs to
             ``max_new_tokens`` and both do the same decoding work.
-        loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo`` or ``generate``).
+        loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo``, ``forward`` or
+            ``generate``).
     """
 
     model: str = "tiny:qwen2_5_vl"
@@ -326,7 +327,8 @@ class Speed(Settings):
     Args:
         frameworks: The frameworks to run, in order: ``zoo``, ``trl`` (the ``bench`` extra), and
             ``zoo:<loop>`` for zoo with another decoding loop (``zoo:generate``: Hugging Face
-            ``generate``).
+            ``generate``; ``zoo:forward``: zoo's loop through the model's own forward, without
+            `zoo.rollout.lean_step.LeanStep`).
         rounds: Run the frameworks this many times, taking turns (zoo, trl, zoo, trl, ...), so a
             change of machine load falls on all of them; the medians pool the timed steps of every
             round, and the ratio of each round is printed too.
