@@ -107,3 +107,19 @@ def test_lora_and_hooks():
         assert both_steps(policy, examples_for(policy))[0] is None
     finally:
         handle.remove()
+
+
+@torch.no_grad()
+def test_the_rotary_tables_equal_one_call_per_step(policy):
+    """The cos / sin tables `LeanStep` computes for every step at once equal the rotary
+    embedding's one call per step bit for bit, over a length whose vectorised loops leave tails."""
+    if policy.pretrained not in LEAN:
+        pytest.skip("the model's forward runs")
+    lm, kwargs, cache = prefilled(policy, examples_for(policy))
+    steps = 37
+    step = LeanStep.of(lm, kwargs, cache, kwargs["input_ids"].shape[1] + steps)
+    like = torch.empty(0, dtype=step.text.embed_tokens.weight.dtype)
+    for t in range(steps):
+        position = kwargs["position_ids"][..., -1:] + t
+        cos, sin = step.text.rotary_emb(like, step._rope_positions(position)[0])
+        assert torch.equal(cos, step.cos[:, t : t + 1]) and torch.equal(sin, step.sin[:, t : t + 1]), t

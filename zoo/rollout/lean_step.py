@@ -4,9 +4,9 @@ arithmetic it repeats op for op (`LeanStep.of` says which; the others keep the m
 A decoding step of `zoo.rollout.decode` runs the model's ``forward`` on one token per row. On a
 small model most of that time is not arithmetic: the nested ``forward`` wrappers and their
 keyword handling, the causal mask rebuilt from the 2D mask, the rope positions concatenated and
-re-sliced, the output dataclasses. `LeanStep` keeps what one step needs from one step to the
-next (the 2D mask in a buffer, the last positions, the cache layers) and runs the embedding, the
-rotary embedding module, each layer's norms, projections, ``apply_rotary_pos_emb``, cache write,
+re-sliced, the output dataclasses. `LeanStep` keeps what the steps need (the mask in a buffer,
+the rotary tables of every step, computed at once by the model's rotary module, the cache layers)
+and runs the embedding, each layer's norms, projections, ``apply_rotary_pos_emb``, cache write,
 attention function and MLP, the final norm and the head: the same functions on the same tensors
 in the same order as the model's forward, so the logits are the same bit for bit
 (`tests/zoo/test_lean_step.py`), and so the sampled tokens.
@@ -79,12 +79,19 @@ class LeanStep:
         self.rope = sys.modules[type(layer).__module__].apply_rotary_pos_emb
         self.attention = ALL_ATTENTION_FUNCTIONS.get_interface(text.config._attn_implementation, None)
         mask = kwargs["attention_mask"]  # [N, T]: the cache holds T - 1 positions, the first step the last
-        self.length = mask.shape[1] - 1
+        self.length, steps = mask.shape[1] - 1, capacity - mask.shape[1] + 1
         # rows are left padded or not; new tokens never are, so a mask needed once is needed always
         self.padded = not bool(mask.all())
-        self.mask = mask.new_ones((mask.shape[0], capacity))  # [N, capacity]
-        self.mask[:, : mask.shape[1]] = mask
-        self.positions = kwargs["position_ids"][..., -1:].clone()  # [..., N, 1] the last prompt token's
+        self.mask = torch.ones((mask.shape[0], 1, 1, capacity), dtype=torch.bool, device=mask.device)
+        self.mask[:, 0, 0, : mask.shape[1]] = mask.bool()  # [N, 1, 1, capacity]
+        # every step's positions, as the forward's increments give them: [..., N, steps]
+        last = kwargs["position_ids"][..., -1:]  # [..., N, 1] the last prompt token's
+        positions = last + torch.arange(steps, dtype=last.dtype, device=last.device)
+        rope_positions, self.text_positions = self._rope_positions(positions)
+        # the rotary embedding is elementwise in the positions: all steps in one call
+        like = torch.empty(0, dtype=text.embed_tokens.weight.dtype, device=mask.device)
+        self.cos, self.sin = text.rotary_emb(like, rope_positions)  # [N, steps, head_dim] each
+        self.step = 0
 
     @classmethod
     def of(cls, lm: nn.Module, kwargs: dict, cache, capacity: int) -> LeanStep | None:
@@ -123,15 +130,18 @@ class LeanStep:
             return None
         if not norms | {type(text.norm).__name__} <= NORMS or getattr(text.layers[0].self_attn, "q_norm", None):
             return None
+        rope_type = getattr(text.rotary_emb, "rope_type", "default")
+        if "dynamic" in rope_type or rope_type == "longrope":  # frequencies that change with the length
+            return None
         if not all(isinstance(layer, InPlaceLayer) for layer in cache.layers):
             return None
         if lm._forward_pre_hooks or _hooked(text, lm.get_output_embeddings()):  # the media encoders may have some
             return None
         return cls(lm, text, kwargs, cache, capacity)
 
-    def _rope_positions(self) -> tuple[Tensor, Tensor | None]:
-        """(positions the rotary embedding takes, text positions the attention is given)."""
-        positions = self.positions
+    def _rope_positions(self, positions: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(positions the rotary embedding takes, text positions the attention is given) of the
+        model's ``position_ids`` ``positions``."""
         if not self.mrope:
             return positions, positions
         if positions.ndim == 2:
@@ -161,11 +171,12 @@ class LeanStep:
         return _linear(attn.o_proj, out.reshape(n, q_len, -1).contiguous())  # [N, 1, hidden]
 
     def __call__(self, tokens: Tensor) -> Tensor:
-        self.length += 1
-        mask = self.mask[:, None, None, : self.length].bool() if self.padded else None  # [N, 1, 1, T + t]
+        self.length, t = self.length + 1, self.step
+        self.step += 1
+        mask = self.mask[..., : self.length] if self.padded else None  # [N, 1, 1, T + t]
         hidden = self.text.embed_tokens(tokens)  # [N, 1, hidden]
-        rope_positions, text_positions = self._rope_positions()
-        cos, sin = self.text.rotary_emb(hidden, rope_positions)
+        cos, sin = self.cos[:, t : t + 1], self.sin[:, t : t + 1]  # [N, 1, head_dim]
+        text_positions = None if self.text_positions is None else self.text_positions[..., t : t + 1]
         for index, layer in enumerate(self.text.layers):
             residual = hidden
             hidden = _norm(layer.input_layernorm, hidden)
@@ -175,5 +186,4 @@ class LeanStep:
             gated = mlp.act_fn(_linear(mlp.gate_proj, hidden)) * _linear(mlp.up_proj, hidden)
             hidden = residual + _linear(mlp.down_proj, gated)
         hidden = _norm(self.text.norm, hidden)
-        self.positions = self.positions + 1
         return self.head(hidden)[:, -1]  # [N, V]
