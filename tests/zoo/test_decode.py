@@ -7,8 +7,8 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from tests.zoo.test_policy_contract import CASES, examples_for
-from zoo.rollout.decode import InPlaceLayer
 from zoo.rollout.engine import Prompts, Sampling
+from zoo.rollout.inplace import InPlaceLayer
 from zoo.rollout.seeds import example_row_seeds
 
 

@@ -7,7 +7,8 @@ from torch import nn
 
 from tests.zoo.test_policy_contract import CASES, examples_for
 from zoo.lora import adapters_disabled
-from zoo.rollout.decode import prefill, write_in_place
+from zoo.rollout.decode import prefill
+from zoo.rollout.inplace import write_in_place
 from zoo.rollout.lean_step import LeanStep
 
 #: The tiny checkpoints whose decoder stack `LeanStep` runs (the rest: Gemma 3's scaled embeddings

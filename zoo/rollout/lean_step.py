@@ -20,6 +20,8 @@ import torch
 from torch import Tensor, nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from zoo.rollout.inplace import InPlaceLayer
+
 #: Text models whose forward is embedding -> rotary -> layers -> norm with 3D (multimodal) rope
 #: positions: ``[4, N, L]`` (text positions first) or ``[3, N, L]``.
 MROPE_MODELS = {"Qwen2VLTextModel", "Qwen2_5_VLTextModel"}
@@ -100,8 +102,6 @@ class LeanStep:
         other classes, attention other than ``sdpa``, sliding-window layers, inputs other than
         ids, masks and positions (token types, ...), a cache not written in place, hooks or
         sharded parameters."""
-        from zoo.rollout.decode import InPlaceLayer
-
         text = _text_model(lm)
         if text is None or kwargs.get("logits_to_keep", 1) != 1:
             return None
