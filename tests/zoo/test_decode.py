@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from tests.zoo.test_policy_contract import CASES, examples_for
+from tests.zoo.test_policy_contract import CASES, examples_for, tiny_policy
 from zoo.rollout.engine import Prompts, Sampling
 from zoo.rollout.inplace import InPlaceLayer
 from zoo.rollout.seeds import example_row_seeds
@@ -14,11 +14,7 @@ from zoo.rollout.seeds import example_row_seeds
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
 def policy(request):
-    cls, ckpt = request.param
-    torch.manual_seed(0)
-    module = cls(pretrained=ckpt)
-    module.configure_model()
-    return module
+    return tiny_policy(request.param)
 
 
 @torch.no_grad()

@@ -5,10 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from tests.zoo.test_policy_contract import CASES, examples_for
+from tests.zoo.test_policy_contract import CASES, examples_for, tiny_policy
 from zoo.lora import adapters_disabled
-from zoo.rollout.decode import prefill
-from zoo.rollout.inplace import write_in_place
+from zoo.rollout.decode import start
 from zoo.rollout.lean_step import LeanStep
 
 #: The tiny checkpoints whose decoder stack `LeanStep` runs (the rest: Gemma 3's scaled embeddings
@@ -19,23 +18,15 @@ STEPS = 5
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
 def policy(request):
-    cls, ckpt = request.param
-    torch.manual_seed(0)
-    module = cls(pretrained=ckpt)
-    module.configure_model()
-    module.eval()
-    return module
+    return tiny_policy(request.param).eval()
 
 
 def prefilled(policy, examples, repeats: int = 2):
-    """``(lm, kwargs, cache)`` after the prefill of ``examples``, as `zoo.rollout.decode` has
-    them."""
+    """``(lm, kwargs, cache)`` after the prefill of ``examples``, as `zoo.rollout.decode` starts."""
     batch = policy.encode(examples)
-    model, config = policy.model, policy.generation_config(STEPS)
-    cache, kwargs = prefill(model, dict(batch.tensors), batch.media_keys, repeats, config)
-    write_in_place(cache, kwargs["input_ids"].shape[1] + STEPS)
-    lm = model if hasattr(model, "prepare_inputs_for_generation") else model.lm
-    kwargs.update(cache=cache, use_cache=True, logits_to_keep=1)
+    lm, cache, kwargs = start(
+        policy.model, dict(batch.tensors), batch.media_keys, repeats, policy.generation_config(STEPS), STEPS
+    )
     return lm, kwargs, cache
 
 

@@ -25,13 +25,18 @@ def test_every_policy_declares_tiny_checkpoints():
         assert cls.tiny_checkpoints, f"{cls.__name__} declares no tiny checkpoints to test with"
 
 
-@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
-def policy(request):
-    cls, ckpt = request.param
+def tiny_policy(case: tuple) -> PolicyModule:
+    """The policy of a `CASES` entry, ``(class, tiny checkpoint)``, configured, seeded alike."""
+    cls, ckpt = case
     torch.manual_seed(0)
     module = cls(pretrained=ckpt)
     module.configure_model()
     return module
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0].__name__}-{c[1]}")
+def policy(request):
+    return tiny_policy(request.param)
 
 
 def image_examples() -> list[Example]:

@@ -60,6 +60,21 @@ def prefill(model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], r
     return cache, decode
 
 
+def start(model: nn.Module, inputs: dict[str, Tensor], media_keys: set[str], repeats: int, config, max_new_tokens: int):
+    """`prefill`, then what the decoding steps continue from: ``(lm, cache, kwargs)``, the model
+    the steps run, its cache (a dynamic one written in place, with room for ``max_new_tokens``)
+    and the step inputs (``[N, T]`` ids, masks, positions, the cache, ``logits_to_keep``)."""
+    cache, kwargs = prefill(model, inputs, media_keys, repeats, config)
+    # a spliced LM (zoo.spliced) embeds media in its own forward; past the prefill it is its text LM
+    lm = model if hasattr(model, "prepare_inputs_for_generation") else model.lm
+    if isinstance(cache, DynamicCache):
+        write_in_place(cache, kwargs["input_ids"].shape[1] + max_new_tokens)
+    kwargs.update(cache=cache, use_cache=True)
+    if "logits_to_keep" in inspect.signature(lm.forward).parameters:
+        kwargs["logits_to_keep"] = 1
+    return lm, cache, kwargs
+
+
 @torch.no_grad()
 def decode(
     model: nn.Module,
@@ -89,17 +104,10 @@ def decode(
         progress: Reports the tokens sampled so far during a long rollout.
         lean: Decode with `LeanStep` where it supports the model (the same logits, less work).
     """
-    cache, kwargs = prefill(model, inputs, media_keys, repeats, config)
-    # a spliced LM (zoo.spliced) embeds media in its own forward; past the prefill it is its text LM
-    lm = model if hasattr(model, "prepare_inputs_for_generation") else model.lm
-    length = kwargs["input_ids"].shape[1]
-    if isinstance(cache, DynamicCache):
-        write_in_place(cache, length + sampling.max_new_tokens)
-    kwargs.update(cache=cache, use_cache=True)
-    if "logits_to_keep" in inspect.signature(lm.forward).parameters:
-        kwargs["logits_to_keep"] = 1
+    lm, cache, kwargs = start(model, inputs, media_keys, repeats, config, sampling.max_new_tokens)
+    capacity = kwargs["input_ids"].shape[1] + sampling.max_new_tokens
     step = lm.get_compiled_call(config.compile_config) if lm._valid_auto_compile_criteria(kwargs, config) else lm
-    lean_step = LeanStep.of(lm, kwargs, cache, length + sampling.max_new_tokens) if lean and step is lm else None
+    lean_step = LeanStep.of(lm, kwargs, cache, capacity) if lean and step is lm else None
     tokens = kwargs.pop("input_ids")[:, -1:]  # [N, 1] the last prompt token
     banned = None  # [V] bool, built at the first step (the logits give V)
     eos = torch.tensor(sampling.eos_ids, device=tokens.device)

@@ -81,7 +81,7 @@ class LeanStep:
         self.rope = sys.modules[type(layer).__module__].apply_rotary_pos_emb
         self.attention = ALL_ATTENTION_FUNCTIONS.get_interface(text.config._attn_implementation, None)
         mask = kwargs["attention_mask"]  # [N, T]: the cache holds T - 1 positions, the first step the last
-        self.length, steps = mask.shape[1] - 1, capacity - mask.shape[1] + 1
+        self.prompt, steps = mask.shape[1], capacity - mask.shape[1] + 1
         # rows are left padded or not; new tokens never are, so a mask needed once is needed always
         self.padded = not bool(mask.all())
         self.mask = torch.ones((mask.shape[0], 1, 1, capacity), dtype=torch.bool, device=mask.device)
@@ -135,7 +135,8 @@ class LeanStep:
             return None
         if not all(isinstance(layer, InPlaceLayer) for layer in cache.layers):
             return None
-        if lm._forward_pre_hooks or _hooked(text, lm.get_output_embeddings()):  # the media encoders may have some
+        # the root's own hooks and the stack's (the media encoders may have some: they do not run)
+        if lm._forward_hooks or lm._forward_pre_hooks or _hooked(text, lm.get_output_embeddings()):
             return None
         return cls(lm, text, kwargs, cache, capacity)
 
@@ -171,9 +172,9 @@ class LeanStep:
         return _linear(attn.o_proj, out.reshape(n, q_len, -1).contiguous())  # [N, 1, hidden]
 
     def __call__(self, tokens: Tensor) -> Tensor:
-        self.length, t = self.length + 1, self.step
+        t = self.step
         self.step += 1
-        mask = self.mask[..., : self.length] if self.padded else None  # [N, 1, 1, T + t]
+        mask = self.mask[..., : self.prompt + t] if self.padded else None  # [N, 1, 1, T + t]
         hidden = self.text.embed_tokens(tokens)  # [N, 1, hidden]
         cos, sin = self.cos[:, t : t + 1], self.sin[:, t : t + 1]  # [N, 1, head_dim]
         text_positions = None if self.text_positions is None else self.text_positions[..., t : t + 1]
