@@ -380,10 +380,10 @@ class PolicyModule(Scoring, LightningModule, ABC):
             self.engine.sync_weights(self)
             self._synced = (step, self._loads)
 
-    def training_step(self, rollout: Rollout, rows: Tensor) -> dict[str, Tensor]:
-        """Differentiable log-probs and entropy of ``rows`` of a rollout, and whether each token is
-        the greedy one (`token_scores`); the strategy forms the loss."""
-        return self.token_scores(rollout, rows)
+    def training_step(self, rollout: Rollout, rows: Tensor, greedy: bool = False) -> dict[str, Tensor]:
+        """Differentiable log-probs and entropy of ``rows`` of a rollout and, with ``greedy``,
+        whether each token is the greedy one (`token_scores`); the strategy forms the loss."""
+        return self.token_scores(rollout, rows, greedy=greedy)
 
     @torch.no_grad()
     def reference_log_probs(self, rollout: Rollout, rows: Tensor) -> Tensor:

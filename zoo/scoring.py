@@ -42,18 +42,25 @@ class Scoring:
         return scores["logps"], scores["entropy"]
 
     def token_scores(
-        self, rollout: Rollout, rows: Tensor, model: nn.Module | None = None, entropy: bool = True
+        self,
+        rollout: Rollout,
+        rows: Tensor,
+        model: nn.Module | None = None,
+        entropy: bool = True,
+        greedy: bool = True,
     ) -> dict[str, Tensor]:
         """`token_log_probs` (``logps``, ``entropy``) and ``greedy``: whether each completion token
         is the most likely one (what SFT's token accuracy counts), all ``[n, L]``
-        (`zoo.rollout.scoring`)."""
+        (`zoo.rollout.scoring`); ``greedy`` False gives None in its place and skips its work."""
         model = model or self.model
         if isinstance(rollout, MultiTurnRollout):
-            return score_turns(
-                rollout, rows, lambda turn, local: self.token_scores(turn, local, model, entropy), is_sharded(model)
-            )
+
+            def turn_scores(turn: Rollout, local: Tensor) -> dict[str, Tensor]:
+                return self.token_scores(turn, local, model, entropy, greedy)
+
+            return score_turns(rollout, rows, turn_scores, is_sharded(model))
         if self.pack_sequences:
-            return self._packed_scores(model, rollout, rows, entropy)
+            return self._packed_scores(model, rollout, rows, entropy, greedy)
         inputs = rollout.model_inputs(rows, trim=self.trim_padding)
         length = rollout.completion_columns(rows) if self.trim_padding else rollout.completion_ids.shape[1]
         ids, mask = rollout.completion_ids[rows, :length], rollout.completion_mask[rows, :length]  # [n, length]
@@ -70,6 +77,7 @@ class Scoring:
                 self.score_chunk_tokens,
                 entropy,
                 prefix=prefix,
+                greedy=greedy,
             )
         cut = (0, rollout.completion_ids.shape[1] - length)
         return {k: None if v is None else nn.functional.pad(v, cut) for k, v in scores.items()}  # [n, L]
@@ -110,7 +118,9 @@ class Scoring:
             return None
         return model._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
 
-    def _packed_scores(self, model: nn.Module, rollout: Rollout, rows: Tensor, entropy: bool) -> dict[str, Tensor]:
+    def _packed_scores(
+        self, model: nn.Module, rollout: Rollout, rows: Tensor, entropy: bool, greedy: bool
+    ) -> dict[str, Tensor]:
         """`token_scores` of ``rows`` packed into one sequence (`pack_sequences`,
         `zoo.rollout.packing`), scattered back to ``[n, L]``."""
         inputs = rollout.model_inputs(rows, trim=True)
@@ -131,6 +141,7 @@ class Scoring:
                 self.score_chunk_tokens,
                 entropy,
                 keep=keep,
+                greedy=greedy,
             )  # [1, K] each
         cut = (0, rollout.completion_ids.shape[1] - length)
         return {k: None if v is None else nn.functional.pad(unpack(v[0], mask), cut) for k, v in scores.items()}

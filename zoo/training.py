@@ -139,10 +139,12 @@ class ManualStep:
         counts = self.reduce(counts, reduce_op="max").tolist()  # [k], the same on every rank
         return [plan_micro_batches(c, r, int(n)) for c, r, n in zip(chunks, rows, counts, strict=True)]
 
-    def forward(self, rollout, rows: Tensor) -> dict[str, Tensor]:
-        """The policy's differentiable scores of ``rows`` (`zoo.PolicyModule.training_step`) through
-        Lightning's wrapper (DDP / FSDP2), so the gradients it gives are synchronised."""
-        return super().training_step(rollout, rows)
+    def forward(self, rollout, rows: Tensor, greedy: bool = False) -> dict[str, Tensor]:
+        """The policy's differentiable scores of ``rows`` (`zoo.PolicyModule.training_step`; the
+        greedy flags only when asked) through Lightning's wrapper (DDP / FSDP2), so the gradients it
+        gives are synchronised."""
+        asked = {"greedy": True} if greedy else {}  # a policy of one's own may not take the argument
+        return super().training_step(rollout, rows, **asked)
 
     def backward_pass(self, loss: Tensor, last: bool) -> None:
         """Backward of ``loss``; gradients are synchronised over ranks only when ``last`` (the

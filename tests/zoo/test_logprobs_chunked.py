@@ -188,3 +188,22 @@ def test_a_chunk_under_one_token_is_an_error():
     x = inputs()
     with pytest.raises(ValueError, match="chunk"):
         chunked(x, 1.0, None, False, 0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("banned", [None, BANNED], ids=["nothing_banned", "banned"])
+def test_without_greedy_flags_the_scores_and_gradients_are_the_same_bit_for_bit(temperature, banned):
+    """``greedy=False`` (what GRPO's training pass asks) drops the flags and their argmax, not a
+    bit of the log-probs, entropy or gradients."""
+    x = inputs(seed=3)
+
+    def score(greedy: bool):
+        return lambda: chunked_token_scores(
+            x["hidden"], x["weight"], x["ids"], x["bias"], temperature, banned, 4, x["mask"], greedy=greedy
+        )
+
+    (logps, ent, greedy), grads = scores_and_grads(score(True), x)
+    (logps_, ent_, none), grads_ = scores_and_grads(score(False), x)
+    assert greedy.dtype == torch.bool and greedy.shape == x["ids"].shape and none is None
+    assert torch.equal(logps, logps_) and torch.equal(ent, ent_)
+    assert all(torch.equal(a, b) for a, b in zip(grads, grads_, strict=True))

@@ -76,3 +76,20 @@ def test_rounds_pool_their_timed_steps_and_the_table_gives_cpu_ratios_per_zoo_lo
     text = speed.table(summaries)
     assert "zoo speed / TRL speed: 4.00x (CPU seconds per step)" in text
     assert "zoo:generate speed / TRL speed: 2.00x (CPU seconds per step)" in text
+
+
+def test_max_pixels_reloads_the_processor_with_that_bound():
+    """The tiny processor stops at 224 x 224 (16 x 16 patches of 14 px): ``max_pixels`` lets a 448
+    px image through whole (32 x 32), in both frameworks (they share `speed._bounded`)."""
+    from PIL import Image
+
+    from zoo.qwen_vl import _qwen2_5_vl
+
+    _, processor = _qwen2_5_vl()
+    image = [Image.new("RGB", (448, 448))]
+
+    def grid(settings: speed.Settings) -> list[int]:
+        return speed._bounded(processor, settings).image_processor(images=image)["image_grid_thw"].tolist()
+
+    assert grid(speed.Settings()) == [[1, 16, 16]]
+    assert grid(speed.Settings(max_pixels=448 * 448)) == [[1, 32, 32]]

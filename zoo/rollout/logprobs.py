@@ -47,7 +47,8 @@ def chunked_token_scores(
     chunk: int = 256,
     mask: Tensor | None = None,
     entropy: bool = True,
-) -> tuple[Tensor, Tensor | None, Tensor]:
+    greedy: bool = True,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """`token_log_probs` of the logits ``hidden @ weight.T + bias``, computed ``chunk`` tokens at a
     time.
 
@@ -66,6 +67,8 @@ def chunked_token_scores(
         mask: ``[n, L]`` bool, the positions to score; the others get 0 and cost nothing. None
             scores every position.
         entropy: Also compute the entropy; False skips its work and returns None in its place.
+        greedy: Also flag the tokens that are the most likely unbanned one; False skips the argmax
+            (and a masking pass) of every chunk and returns None in its place.
 
     Returns:
         ``(logps, entropy, greedy)``, ``[n, L]`` each; ``greedy`` (bool): the sampled token is the
@@ -77,11 +80,11 @@ def chunked_token_scores(
     keep = None if mask is None else mask.reshape(-1).nonzero().squeeze(1)  # [M] positions scored
     if keep is not None:
         flat, picked = flat[keep], picked[keep]  # [M, D], [M]
-    logps, ent, greedy = ChunkedScores.apply(flat, weight, bias, picked, banned, temperature, chunk, entropy)
+    logps, ent, flags = ChunkedScores.apply(flat, weight, bias, picked, banned, temperature, chunk, entropy, greedy)
     return (
         _spread(logps, keep, ids.shape),
         _spread(ent, keep, ids.shape) if entropy else None,
-        _spread(greedy, keep, ids.shape),
+        _spread(flags, keep, ids.shape) if greedy else None,
     )
 
 
@@ -116,17 +119,19 @@ class ChunkedScores(torch.autograd.Function):
     and bias; the entropy's only when it is used."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, ids, banned, temperature, chunk, entropy):
+    def forward(ctx, hidden, weight, bias, ids, banned, temperature, chunk, entropy, flag_greedy):
         m = len(ids)
         logps, log_z = (hidden.new_empty(m, dtype=torch.float32) for _ in range(2))  # [M]
         ent = torch.empty_like(logps) if entropy else logps.new_empty(0)  # [M] or [0]
-        greedy = torch.empty_like(ids, dtype=torch.bool)  # [M]
+        greedy = torch.empty_like(ids, dtype=torch.bool) if flag_greedy else ids.new_empty(0, dtype=torch.bool)
         ctx.dtype = None
         for s in range(0, m, chunk):
             part = slice(s, s + chunk)
             raw = nn.functional.linear(hidden[part], weight, bias)  # [c, V], autocast applies
             ctx.dtype = raw.dtype
-            logits, greedy[part] = _tempered(raw, temperature, banned, ids[part])
+            logits, flags = _tempered(raw, temperature, banned, ids[part] if flag_greedy else None)
+            if flag_greedy:
+                greedy[part] = flags
             log_z[part] = logits.logsumexp(dim=-1)
             logps[part] = logits.gather(-1, ids[part, None]).squeeze(-1) - log_z[part]
             if entropy:
@@ -143,7 +148,7 @@ class ChunkedScores(torch.autograd.Function):
         hidden, weight, bias, ids, banned, log_z, ent = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         if (grad_logps is None and grad_entropy is None) or ctx.dtype is None:
-            return (None,) * 8
+            return (None,) * 9
         dtype = ctx.dtype  # of the forward's logits: the head's, or autocast's
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         grad_hidden = torch.zeros_like(hidden) if need_hidden else None  # [M, D]
@@ -169,7 +174,7 @@ class ChunkedScores(torch.autograd.Function):
                 _add_product(grad_weight, grad.T, h)
             if need_bias:
                 grad_bias += grad.sum(dim=0)
-        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None, None
 
 
 def _part(grad: Tensor | None, part: slice) -> Tensor | None:

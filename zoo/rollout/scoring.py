@@ -154,6 +154,7 @@ def score_tokens(
     entropy: bool = True,
     prefix: SharedPrefix | None = None,
     keep: Tensor | None = None,
+    greedy: bool = True,
 ) -> dict[str, Tensor | None]:
     """Scores of the completion tokens ``ids``, the last ``L`` columns of ``inputs`` (or, with
     ``keep``, the tokens after the positions ``keep`` of a packed row, `zoo.rollout.packing`).
@@ -173,6 +174,7 @@ def score_tokens(
             None: ``inputs`` hold whole rows.
         keep: Positions of the model's one (packed) row whose outputs predict ``ids`` ``[1, K]``,
             ``[K]``; None takes the ``L + 1`` last but one positions of every row.
+        greedy: False leaves the greedy flags out (None).
 
     Returns:
         ``logps``, ``entropy`` and ``greedy`` (the token is the most likely unbanned one), ``[n,
@@ -182,15 +184,21 @@ def score_tokens(
     if head is None:
         logits = run_scored(model, inputs, ids.shape[1], prefix, keep)  # [n, L, V]
         logps, ent = token_log_probs(logits, ids, temperature, banned)  # [n, L]
-        unbanned = logits if banned is None else logits.masked_fill(banned, float("-inf"))
         return {
             "logps": logps.masked_fill(~mask, 0.0),
             "entropy": ent.masked_fill(~mask, 0.0) if entropy else None,
-            "greedy": (unbanned.argmax(dim=-1) == ids) & mask,
+            "greedy": _greedy_flags(logits, ids, mask, banned) if greedy else None,
         }
     with head_bypassed(model, head) as bypass:
         hidden = run_scored(model, inputs, ids.shape[1], prefix, keep)  # [n, L, D]
-    logps, ent, greedy = chunked_token_scores(
-        hidden, bypass.weight, ids, bypass.bias, temperature, banned, chunk, mask, entropy
+    logps, ent, flags = chunked_token_scores(
+        hidden, bypass.weight, ids, bypass.bias, temperature, banned, chunk, mask, entropy, greedy
     )  # [n, L]
-    return {"logps": logps, "entropy": ent, "greedy": greedy}
+    return {"logps": logps, "entropy": ent, "greedy": flags}
+
+
+def _greedy_flags(logits: Tensor, ids: Tensor, mask: Tensor, banned: Tensor | None) -> Tensor:
+    """``[n, L]`` bool: ``ids`` is the most likely unbanned token of ``logits`` ``[n, L, V]``,
+    within ``mask``."""
+    unbanned = logits if banned is None else logits.masked_fill(banned, float("-inf"))
+    return (unbanned.argmax(dim=-1) == ids) & mask

@@ -131,8 +131,17 @@ def sample_tokens(
     """One token ``[N]`` per row of ``logits`` ``[N, V]``, drawn from ``softmax(logits /
     temperature)`` without the ``banned`` entries (``[V]`` bool) and restricted to its top-p
     nucleus, at quantile ``uniforms`` ``[N]``."""
-    weights = logits.float().clone() if banned is None else logits.float().masked_fill(banned, float("-inf"))
-    weights = weights.sub_(weights.amax(-1, keepdim=True)).div_(temperature).exp_()  # [N, V], the largest is 1
+    n, vocab = logits.shape
+    # one float32 copy, its width a whole number of blocks (the tail's weight is exp(-inf) = 0)
+    weights = logits.new_empty((n, vocab + -vocab % BLOCK), dtype=torch.float32)  # [N, V']
+    weights[:, vocab:] = float("-inf")
+    weights[:, :vocab] = logits
+    if banned is not None:
+        weights[:, :vocab].masked_fill_(banned, float("-inf"))
+    weights = weights.sub_(weights.amax(-1, keepdim=True))
+    if temperature != 1.0:  # x / 1 is x: the pass is skipped, not the rounding changed
+        weights = weights.div_(temperature)
+    weights = weights.exp_()  # [N, V'], the largest is 1
     if top_p < 1:
         weights = nucleus(weights, top_p)
     return inverse_cdf(weights, uniforms)

@@ -132,7 +132,7 @@ class SFTMixin(ManualStep):
         total = torch.zeros((), device=self.root_device)
         correct = 0.0
         for i, (chunk, live) in enumerate(plan):
-            out = self.forward(rollout, chunk)
+            out = self.forward(rollout, chunk, greedy=True)
             summed = F.sft_loss(out["logps"], mask[chunk], self.normaliser, divisor=1.0)
             self.backward_pass(summed * live, last=step and i == len(plan) - 1)
             total += summed.detach() * live

@@ -50,6 +50,9 @@ class Settings:
             ``max_new_tokens`` and both do the same decoding work.
         loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo``, ``forward`` or
             ``generate``).
+        max_pixels: Upper bound on the pixels of an image after both frameworks' processor resize
+            (reloaded with it, as `zoo.QwenVLPolicy` loads one); None keeps the processor's (the
+            tiny ones stop at 224 x 224, so 448 px images need ``200704``).
     """
 
     model: str = "tiny:qwen2_5_vl"
@@ -68,6 +71,7 @@ class Settings:
     vision_blocks: int = 1
     suppress_eos: bool = False
     loop: str = "zoo"
+    max_pixels: int | None = None
 
 
 def _in_memory(settings: Settings) -> tuple | None:
@@ -90,6 +94,20 @@ def _in_memory(settings: Settings) -> tuple | None:
     return model, processor
 
 
+def _bounded(processor, settings: Settings):
+    """``processor`` saved and loaded again with ``settings.max_pixels`` (what a user's
+    ``max_pixels`` does), or as it is without one."""
+    if settings.max_pixels is None:
+        return processor
+    from transformers import AutoProcessor
+
+    from zoo.qwen_vl import pixel_bounds
+
+    with tempfile.TemporaryDirectory() as folder:
+        processor.save_pretrained(folder)
+        return AutoProcessor.from_pretrained(folder, **pixel_bounds(None, settings.max_pixels))
+
+
 def _zoo_policy(settings: Settings, **kwargs):
     """zoo's policy for ``settings``: the in-memory model if any, EOS banned if asked."""
     from zoo import QwenVLPolicy
@@ -98,7 +116,8 @@ def _zoo_policy(settings: Settings, **kwargs):
 
     class Policy(QwenVLPolicy):
         def load(self, path: str):
-            return super().load(path) if built is None else built
+            model, processor = super().load(path) if built is None else built
+            return model, _bounded(processor, settings)
 
         def _banned_ids(self, vocab: int) -> list[int]:
             banned = super()._banned_ids(vocab)
@@ -240,7 +259,7 @@ def run_trl(settings: Settings) -> dict:
         path = tiny.resolve(settings.model)
         built = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
         built = built, AutoProcessor.from_pretrained(path)
-    model, processor = built
+    model, processor = built[0], _bounded(built[1], settings)
     generation = None
     if settings.suppress_eos:  # TRL's own suppression (the image token) is replaced, so keep it
         eos = model.generation_config.eos_token_id
