@@ -242,6 +242,7 @@ def test_one_step_changes_trainable_and_only_trainable_parameters(policy):
     torch.manual_seed(4)
     rollout = module.sample(examples_for(module), 2, max_new_tokens=4)
     out = module.training_step(rollout, torch.arange(rollout.size))
+    assert out["greedy"] is None  # GRPO's pass leaves out the flags only SFT reads
     mask = rollout.completion_mask
     (-(out["logps"] * mask).sum() - (out["entropy"] * mask).sum()).backward()
     optimizer.step()
