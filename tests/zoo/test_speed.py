@@ -5,7 +5,7 @@ import json
 import pytest
 
 from zoo.cli import main
-from zoo.tools import speed
+from zoo.tools import speed, speed_setup
 
 
 def test_summary_takes_medians_after_warmup_and_the_table_gives_the_ratio():
@@ -80,7 +80,7 @@ def test_rounds_pool_their_timed_steps_and_the_table_gives_cpu_ratios_per_zoo_lo
 
 def test_max_pixels_reloads_the_processor_with_that_bound():
     """The tiny processor stops at 224 x 224 (16 x 16 patches of 14 px): ``max_pixels`` lets a 448
-    px image through whole (32 x 32), in both frameworks (they share `speed._bounded`)."""
+    px image through whole (32 x 32), in both frameworks (they share `speed_setup.bounded`)."""
     from PIL import Image
 
     from zoo.qwen_vl import _qwen2_5_vl
@@ -89,7 +89,7 @@ def test_max_pixels_reloads_the_processor_with_that_bound():
     image = [Image.new("RGB", (448, 448))]
 
     def grid(settings: speed.Settings) -> list[int]:
-        return speed._bounded(processor, settings).image_processor(images=image)["image_grid_thw"].tolist()
+        return speed_setup.bounded(processor, settings).image_processor(images=image)["image_grid_thw"].tolist()
 
     assert grid(speed.Settings()) == [[1, 16, 16]]
     assert grid(speed.Settings(max_pixels=448 * 448)) == [[1, 32, 32]]

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -24,128 +22,26 @@ from pathlib import Path
 
 import torch
 
-
-@dataclass
-class Settings:
-    """What both frameworks run with.
-
-    Args:
-        model: The policy: a hub id, a local directory or ``tiny:<family>`` (`zoo.tiny`).
-        prompts: Prompts per step.
-        generations: Completions sampled per prompt.
-        max_new_tokens: Completion length (sampling stops at EOS, or here).
-        steps: Timed steps, after the warm-up.
-        warmup: Steps run first and not timed.
-        lr: AdamW learning rate.
-        dtype: Model dtype: float32, bfloat16 or float16.
-        image_size: Side of the synthetic square images, in pixels.
-        seed: Selects the prompts and seeds the sampling.
-        share_prefix: zoo only: prefill each prompt once (TRL repeats prompts G times).
-        cache_implementation: zoo only: ``dynamic`` or ``static`` KV cache for sampling.
-        text_layers: With ``tiny:qwen2_5_vl_3b``: build it in memory (random weights, seeded) with
-            only this many decoder layers, its widths and vocabulary kept, instead of the saved
-            36-layer model; None loads ``model`` as it is.
-        vision_blocks: The vision blocks of that in-memory model.
-        suppress_eos: Never sample an EOS id, in both frameworks, so every completion runs to
-            ``max_new_tokens`` and both do the same decoding work.
-        loop: zoo only: the decoding loop of `zoo.rollout.HFEngine` (``zoo``, ``forward`` or
-            ``generate``).
-        max_pixels: Upper bound on the pixels of an image after both frameworks' processor resize
-            (reloaded with it, as `zoo.QwenVLPolicy` loads one); None keeps the processor's (the
-            tiny ones stop at 224 x 224, so 448 px images need ``200704``).
-    """
-
-    model: str = "tiny:qwen2_5_vl"
-    prompts: int = 4
-    generations: int = 8
-    max_new_tokens: int = 16
-    steps: int = 6
-    warmup: int = 2
-    lr: float = 1e-5
-    dtype: str = "float32"
-    image_size: int = 56
-    seed: int = 0
-    share_prefix: bool = True
-    cache_implementation: str = "dynamic"
-    text_layers: int | None = None
-    vision_blocks: int = 1
-    suppress_eos: bool = False
-    loop: str = "zoo"
-    max_pixels: int | None = None
-
-
-def _in_memory(settings: Settings) -> tuple | None:
-    """``(model, processor)`` of a ``tiny:qwen2_5_vl_3b`` cut to ``text_layers`` decoder layers,
-    or None when ``model`` is loaded as it is."""
-    if settings.text_layers is None:
-        return None
-    if settings.model != "tiny:qwen2_5_vl_3b":
-        raise ValueError(f"text_layers needs model tiny:qwen2_5_vl_3b, got {settings.model!r}")
-    from transformers import AutoModelForImageTextToText
-
-    from zoo.policy import DTYPES
-    from zoo.qwen_vl import _qwen2_5_vl_3b
-
-    config, processor = _qwen2_5_vl_3b(settings.text_layers, settings.vision_blocks)
-    torch.manual_seed(settings.seed)
-    model = AutoModelForImageTextToText.from_config(config, dtype=DTYPES[settings.dtype])
-    model.generation_config.eos_token_id = config.get_text_config().eos_token_id
-    model.generation_config.pad_token_id = config.get_text_config().pad_token_id
-    return model, processor
-
-
-def _bounded(processor, settings: Settings):
-    """``processor`` saved and loaded again with ``settings.max_pixels`` (what a user's
-    ``max_pixels`` does), or as it is without one."""
-    if settings.max_pixels is None:
-        return processor
-    from transformers import AutoProcessor
-
-    from zoo.qwen_vl import pixel_bounds
-
-    with tempfile.TemporaryDirectory() as folder:
-        processor.save_pretrained(folder)
-        return AutoProcessor.from_pretrained(folder, **pixel_bounds(None, settings.max_pixels))
+from zoo.tools.speed_setup import Settings, bounded, in_memory, peak_memory_gib, rotation_task, scenes
+from zoo.tools.speed_trl import run_trl
 
 
 def _zoo_policy(settings: Settings, **kwargs):
     """zoo's policy for ``settings``: the in-memory model if any, EOS banned if asked."""
     from zoo import QwenVLPolicy
 
-    built = _in_memory(settings)
+    built = in_memory(settings)
 
     class Policy(QwenVLPolicy):
         def load(self, path: str):
             model, processor = super().load(path) if built is None else built
-            return model, _bounded(processor, settings)
+            return model, bounded(processor, settings)
 
         def _banned_ids(self, vocab: int) -> list[int]:
             banned = super()._banned_ids(vocab)
             return sorted({*banned, *self.eos_ids}) if settings.suppress_eos else banned
 
     return Policy("tiny:qwen2_5_vl" if built is not None else settings.model, **kwargs)
-
-
-def _task():
-    from tasks import Rotation
-
-    return Rotation(labels="letters", answer_format="bare")
-
-
-def _source(settings: Settings):
-    from datamodules import SyntheticScenes
-
-    return SyntheticScenes(
-        size=settings.prompts * (settings.steps + settings.warmup) + 8,
-        image_size=settings.image_size,
-        seed=settings.seed,
-    )
-
-
-def _peak_memory_gib(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
 
 
 def run_zoo(settings: Settings) -> dict:
@@ -185,7 +81,9 @@ def run_zoo(settings: Settings) -> dict:
         engine=HFEngine(loop=settings.loop),
         optimizer=lambda params: torch.optim.AdamW(params, lr=settings.lr),
     )
-    data = PretextDataModule(_source(settings), _task(), batch_size=settings.prompts, val_size=0, seed=settings.seed)
+    data = PretextDataModule(
+        scenes(settings), rotation_task(), batch_size=settings.prompts, val_size=0, seed=settings.seed
+    )
     clock = Clock()
     strategy = GRPOStrategy(
         num_generations=settings.generations,
@@ -207,96 +105,7 @@ def run_zoo(settings: Settings) -> dict:
         devices=1,
     )
     trainer.fit(policy, data)
-    return {"steps": clock.steps, "peak_gib": _peak_memory_gib(strategy.root_device)}
-
-
-def _trl_dataset(settings: Settings):
-    """The rotation prompts as a TRL conversational dataset with an ``image`` column."""
-    from datasets import Dataset
-
-    task = _task()
-    source = _source(settings)
-    rows = []
-    for i in range(settings.prompts * (settings.steps + settings.warmup)):
-        example = task.make_example(source[i], random.Random(settings.seed * 100_003 + i))
-        content = example.messages[0]["content"]
-        rows.append(
-            {
-                "prompt": [
-                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": content[-1]["text"]}]}
-                ],
-                "image": next(p["image"] for p in content if p["type"] == "image"),
-                "answer": example.answer,
-            }
-        )
-    return Dataset.from_list(rows)
-
-
-def run_trl(settings: Settings) -> dict:
-    """Seconds and completion tokens of each TRL ``GRPOTrainer`` step with the same settings."""
-    from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from zoo import tiny
-    from zoo.policy import DTYPES
-
-    class Clock(TrainerCallback):
-        def __init__(self):
-            self.steps: list[dict] = []
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.start, self.cpu = time.perf_counter(), time.process_time()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.steps.append({"s": time.perf_counter() - self.start, "cpu_s": time.process_time() - self.cpu})
-
-    def reward(prompts, completions, answer, **kwargs) -> list[float]:  # what the bare rotation task checks
-        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        return [float(t.strip() == a) for a, t in zip(answer, texts, strict=True)]
-
-    built = _in_memory(settings)
-    if built is None:
-        path = tiny.resolve(settings.model)
-        built = AutoModelForImageTextToText.from_pretrained(path, dtype=DTYPES[settings.dtype])
-        built = built, AutoProcessor.from_pretrained(path)
-    model, processor = built[0], _bounded(built[1], settings)
-    generation = None
-    if settings.suppress_eos:  # TRL's own suppression (the image token) is replaced, so keep it
-        eos = model.generation_config.eos_token_id
-        eos = {*(eos if isinstance(eos, list) else [eos]), processor.tokenizer.eos_token_id} - {None}
-        generation = {"suppress_tokens": sorted({model.config.image_token_id, *eos})}
-    config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-speed-"),
-        per_device_train_batch_size=settings.prompts * settings.generations,
-        num_generations=settings.generations,
-        max_completion_length=settings.max_new_tokens,
-        max_steps=settings.steps + settings.warmup,
-        learning_rate=settings.lr,
-        loss_type="dapo",
-        beta=0.0,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        seed=settings.seed,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=settings.dtype == "bfloat16",
-        shuffle_dataset=False,
-        generation_kwargs=generation,
-    )
-    clock = Clock()
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=config,
-        train_dataset=_trl_dataset(settings),
-        processing_class=processor,
-        callbacks=[clock],
-    )
-    trainer.train()
-    logs = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
-    for step, entry in zip(clock.steps, logs, strict=True):
-        step["tokens"] = int(round(entry["completions/mean_length"] * settings.prompts * settings.generations))
-    return {"steps": clock.steps, "peak_gib": _peak_memory_gib(trainer.accelerator.device)}
+    return {"steps": clock.steps, "peak_gib": peak_memory_gib(strategy.root_device)}
 
 
 RUNNERS = {"zoo": run_zoo, "trl": run_trl}
